@@ -1,0 +1,47 @@
+"""The ``cuda-agent`` command. Thin on purpose: it parses and hands over.
+
+Each subcommand lives beside the part it drives, in a module that defines
+``add_arguments(parser)`` and ``run(args) -> int``. Adding a command is one
+entry in :data:`COMMANDS`; the modules are imported only when their command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "eval": ("cuda_agent.sandbox.commands.eval_cmd", "evaluate a solution against a task: correctness, honesty, speed"),
+    "check": ("cuda_agent.sandbox.commands.check_cmd", "run the static honesty rules on a solution (no GPU needed)"),
+}
+
+EXIT_BAD_INPUT = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from cuda_agent import __version__
+
+    parser = argparse.ArgumentParser(prog="cuda-agent", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"cuda-agent {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(_module=module)
+        # Arguments are declared by the command's module, imported lazily here.
+        importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    return int(importlib.import_module(args._module).run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""The Task record: one KernelBench-format module.
+
+A task file defines ``class Model(nn.Module)``, ``get_inputs()`` and
+``get_init_inputs()``. :func:`load_task` reads and validates one; a broken file
+raises :class:`TaskError`, whose message names the file and the problem.
+
+Task files are *trusted* code (they come from the benchmark or from our own
+synthesis), so loading one executes it in the calling process. Candidate
+solutions are never loaded this way: see :mod:`cuda_agent.sandbox`.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import itertools
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
+_module_counter = itertools.count()
+
+
+class TaskError(Exception):
+    """A task file that cannot be used. The message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One KernelBench-format problem.
+
+    ``source`` is the module text; ``name`` a short id (file stem by default);
+    ``path`` where it came from (may be None for tasks held only in memory, e.g. a
+    parquet row). ``meta`` carries loader-specific metadata (level, ops, seed ...).
+    """
+
+    name: str
+    source: str
+    path: Path | None = None
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()
+
+    @property
+    def origin(self) -> str:
+        return str(self.path) if self.path else f"<task {self.name}>"
+
+    def load_module(self) -> ModuleType:
+        """Execute the task source in a fresh module and return it."""
+        return _exec_source(self.source, self.origin, f"_cuda_agent_task_{next(_module_counter)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "path": str(self.path) if self.path else None,
+                "sha256": self.sha256, "meta": self.meta}
+
+
+def _exec_source(source: str, origin: str, module_name: str) -> ModuleType:
+    spec = importlib.util.spec_from_loader(module_name, loader=None, origin=origin)
+    module = importlib.util.module_from_spec(spec)
+    module.__file__ = origin
+    sys.modules[module_name] = module  # dataclasses / pickling look modules up here
+    try:
+        exec(compile(source, origin, "exec"), module.__dict__)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return module
+
+
+def check_task_source(source: str, origin: str) -> None:
+    """Static checks: it parses, and defines Model, get_inputs, get_init_inputs."""
+    try:
+        tree = ast.parse(source, filename=origin)
+    except SyntaxError as e:
+        raise TaskError(f"{origin}:{e.lineno}: syntax error: {e.msg}") from None
+    defined = {node.name for node in tree.body
+               if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}
+    for node in tree.body:  # also accept `get_inputs = ...` style assignments
+        if isinstance(node, ast.Assign):
+            defined.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+    missing = [n for n in REQUIRED_NAMES if n not in defined]
+    if missing:
+        raise TaskError(f"{origin}: missing {', '.join(missing)} "
+                        "(a task defines class Model, get_inputs() and get_init_inputs())")
+
+
+def validate_task(task: Task) -> ModuleType:
+    """Execute the task and check its inputs. Returns the loaded module."""
+    import torch
+
+    check_task_source(task.source, task.origin)
+    try:
+        module = task.load_module()
+    except Exception as e:  # the task's own code failed: report it as data
+        raise TaskError(f"{task.origin}: executing the task failed: {type(e).__name__}: {e}") from None
+    model_cls = getattr(module, "Model", None)
+    if not (isinstance(model_cls, type) and issubclass(model_cls, torch.nn.Module)):
+        raise TaskError(f"{task.origin}: Model must be a subclass of torch.nn.Module")
+    for fn_name in ("get_inputs", "get_init_inputs"):
+        if not callable(getattr(module, fn_name, None)):
+            raise TaskError(f"{task.origin}: {fn_name} must be a function")
+    try:
+        init_inputs = module.get_init_inputs()
+        inputs = module.get_inputs()
+    except Exception as e:
+        raise TaskError(f"{task.origin}: calling get_inputs/get_init_inputs failed: "
+                        f"{type(e).__name__}: {e}") from None
+    if not isinstance(init_inputs, (list, tuple)):
+        raise TaskError(f"{task.origin}: get_init_inputs() must return a list, got {type(init_inputs).__name__}")
+    if not isinstance(inputs, (list, tuple)) or len(inputs) == 0:
+        raise TaskError(f"{task.origin}: get_inputs() must return a non-empty list of tensors")
+    for i, x in enumerate(inputs):
+        if not isinstance(x, torch.Tensor):
+            raise TaskError(f"{task.origin}: get_inputs()[{i}] is a {type(x).__name__}, not a torch.Tensor")
+        if x.device.type != "cpu":
+            raise TaskError(f"{task.origin}: get_inputs()[{i}] is on {x.device}; "
+                            "tasks create inputs on the CPU and the harness moves them")
+    return module
+
+
+def load_task(path: str | Path, name: str | None = None, validate: bool = True) -> Task:
+    """Read a KernelBench-format ``.py`` file into a :class:`Task`.
+
+    With ``validate`` (the default) the file is executed and its inputs checked;
+    any problem raises :class:`TaskError` naming the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise TaskError(f"{path}: no such task file")
+    try:
+        source = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise TaskError(f"{path}: cannot read: {e}") from None
+    task = Task(name=name or path.stem, source=source, path=path.resolve())
+    if validate:
+        validate_task(task)
+    else:
+        check_task_source(source, task.origin)
+    return task
