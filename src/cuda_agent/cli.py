@@ -23,7 +23,7 @@ EXIT_BAD_INPUT = 2
 def build_parser() -> argparse.ArgumentParser:
     from cuda_agent import __version__
 
-    parser = argparse.ArgumentParser(prog="cuda-agent", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="cuda-agent", description="Write, judge and train CUDA kernels 'faster than torch.compile'.")
     parser.add_argument("--version", action="version", version=f"cuda-agent {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():

@@ -1,0 +1,90 @@
+"""Eager and torch.compile timings, cached per task x GPU x torch x precision (SQLite).
+
+A second evaluation of the same task reads its baselines back in milliseconds, and
+torch.compile is not run again. Exported and imported as JSON (like KernelBench's timing
+files) with :func:`export_json` / :func:`import_json`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+TIMING_VERSION = "1"
+"""Bump when the timing method changes: old baselines then stop matching."""
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS baselines (
+    task_sha TEXT NOT NULL, gpu TEXT NOT NULL, torch TEXT NOT NULL, precision TEXT NOT NULL,
+    timing_version TEXT NOT NULL,
+    eager_ms REAL, compile_ms REAL, overhead_ms REAL, compile_error TEXT,
+    details TEXT, created REAL,
+    PRIMARY KEY (task_sha, gpu, torch, precision, timing_version)
+)
+"""
+
+
+@dataclass
+class Baseline:
+    task_sha: str
+    gpu: str
+    torch: str
+    precision: str
+    eager_ms: float
+    compile_ms: float | None
+    overhead_ms: float
+    """Per-iteration time the evaluator's clock sees beyond eager_ms (harness overhead)."""
+    compile_error: str | None = None
+    details: dict | None = None
+    timing_version: str = TIMING_VERSION
+
+
+class BaselineStore:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.execute(SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=60)
+        db.execute("PRAGMA journal_mode=WAL")
+        return db
+
+    def get(self, task_sha: str, gpu: str, torch: str, precision: str) -> Baseline | None:
+        with self._connect() as db:
+            row = db.execute(
+                "SELECT eager_ms, compile_ms, overhead_ms, compile_error, details FROM baselines "
+                "WHERE task_sha=? AND gpu=? AND torch=? AND precision=? AND timing_version=?",
+                (task_sha, gpu, torch, precision, TIMING_VERSION)).fetchone()
+        if row is None:
+            return None
+        return Baseline(task_sha, gpu, torch, precision, row[0], row[1], row[2], row[3],
+                        json.loads(row[4]) if row[4] else None)
+
+    def put(self, b: Baseline) -> None:
+        with self._connect() as db:
+            db.execute("INSERT OR REPLACE INTO baselines VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                       (b.task_sha, b.gpu, b.torch, b.precision, b.timing_version, b.eager_ms,
+                        b.compile_ms, b.overhead_ms, b.compile_error,
+                        json.dumps(b.details) if b.details else None, time.time()))
+
+    def all(self) -> list[Baseline]:
+        with self._connect() as db:
+            rows = db.execute("SELECT task_sha, gpu, torch, precision, eager_ms, compile_ms, overhead_ms, "
+                              "compile_error, details, timing_version FROM baselines").fetchall()
+        return [Baseline(*r[:8], json.loads(r[8]) if r[8] else None, r[9]) for r in rows]
+
+    def export_json(self, path: str | Path) -> int:
+        rows = [asdict(b) for b in self.all()]
+        Path(path).write_text(json.dumps(rows, indent=1))
+        return len(rows)
+
+    def import_json(self, path: str | Path) -> int:
+        rows = json.loads(Path(path).read_text())
+        for r in rows:
+            self.put(Baseline(**r))
+        return len(rows)

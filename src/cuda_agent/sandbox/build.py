@@ -1,0 +1,306 @@
+"""Building a candidate, on the CPUs, with a timeout and a content-hash cache.
+
+* **workspace**: every ``kernels/*.cu`` goes through nvcc and every ``kernels/*.cpp`` through
+  the host compiler, all at once, then one link into ``cuda_ext.so``. The build does not go
+  through ``torch.utils.cpp_extension.load``: that has no content-keyed cache, and its flags
+  (``-D__CUDA_NO_HALF_OPERATORS__`` ...) get in a kernel writer's way. It does use
+  cpp_extension's include and library paths. Bindings written against torch's stable ABI
+  (``torch/csrc/stable/*.h``, ``STABLE_TORCH_LIBRARY``) compile in about a second; ones that
+  include ``torch/extension.h`` work too, at about 45 s.
+* **file** (``load_inline``): the file is executed in a build subprocess, so torch's own
+  ``load_inline`` compiles into a per-content ``TORCH_EXTENSIONS_DIR``; the worker that runs the
+  candidate later finds the module there already built.
+
+Artifacts are keyed by a hash of the sources, flags, arch, torch, nvcc and Python versions.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import SandboxConfig
+from .gpu import gpu_info
+from .logs import shorten_paths, trim_compiler_log, trim_traceback
+from .solution import FILE, KERNEL_DIR, REFERENCE, WORKSPACE, Solution
+
+BUILDER_VERSION = "1"
+LIB_NAME = "cuda_ext"
+NVCC_FLAGS = ("-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo", "-Xcompiler", "-fPIC")
+CXX_FLAGS = ("-O2", "-std=c++17", "-fPIC", "-DUSE_CUDA", f"-DTORCH_EXTENSION_NAME={LIB_NAME}")
+
+
+@dataclass
+class BuildResult:
+    ok: bool
+    build_s: float = 0.0
+    cached: bool = False
+    library: str | None = None
+    """Path of the built shared library (workspace), or None."""
+    extensions_dir: str | None = None
+    """TORCH_EXTENSIONS_DIR holding load_inline builds (file solutions)."""
+    timeout: bool = False
+    log: str = ""
+
+
+@functools.cache
+def cuda_home() -> str | None:
+    env = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if env and Path(env, "bin", "nvcc").exists():
+        return env
+    for cand in ("/usr/local/cuda",):
+        if Path(cand, "bin", "nvcc").exists():
+            return cand
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        real = Path(nvcc).resolve()
+        if real.parent.name == "bin" and (real.parent.parent / "include").exists():
+            return str(real.parent.parent)
+    return None
+
+
+@functools.cache
+def nvcc_path() -> str | None:
+    home = cuda_home()
+    return str(Path(home, "bin", "nvcc")) if home else shutil.which("nvcc")
+
+
+@functools.cache
+def _tool_version(tool: str) -> str:
+    try:
+        return subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()[-200:]
+    except (OSError, subprocess.TimeoutExpired):
+        return "missing"
+
+
+@functools.cache
+def _torch_paths() -> tuple[list[str], list[str], bool]:
+    """(include dirs, library dirs, cxx11 abi) of the installed torch, without needing CUDA_HOME."""
+    import torch
+    from torch.utils import cpp_extension
+
+    includes = cpp_extension.include_paths("cpu")
+    libs = cpp_extension.library_paths("cpu")
+    return includes, libs, bool(torch._C._GLIBCXX_USE_CXX11_ABI)
+
+
+@functools.cache
+def _extra_lib_dirs() -> tuple[list[str], list[str]]:
+    """Include and library dirs of pip-installed NVIDIA packages (cuDNN, cuBLAS) next to torch."""
+    inc, lib = [], []
+    try:
+        import nvidia  # namespace package of the nvidia-* wheels
+        for root in map(Path, nvidia.__path__):
+            for sub in sorted(root.iterdir()):
+                if (sub / "include").is_dir():
+                    inc.append(str(sub / "include"))
+                if (sub / "lib").is_dir():
+                    lib.append(str(sub / "lib"))
+    except ImportError:
+        pass
+    return inc, lib
+
+
+def resolve_arch(config: SandboxConfig) -> str:
+    if config.arch:
+        return config.arch
+    info = gpu_info(config.device)
+    return info.arch if info else "90"
+
+
+def build_key(solution: Solution, config: SandboxConfig) -> str:
+    import torch
+
+    h = hashlib.sha256()
+    for part in (BUILDER_VERSION, solution.fingerprint(), resolve_arch(config), torch.__version__,
+                 sys.version, " ".join(NVCC_FLAGS + CXX_FLAGS), _tool_version(nvcc_path() or "nvcc"),
+                 _tool_version(os.environ.get("CXX", "c++"))):
+        h.update(part.encode() + b"\0")
+    return h.hexdigest()[:32]
+
+
+def build(solution: Solution, config: SandboxConfig) -> BuildResult:
+    """Build (or fetch from the cache) a solution. Errors are returned as data, never raised."""
+    t0 = time.perf_counter()
+    if solution.kind == REFERENCE:
+        return BuildResult(ok=True)
+    key = build_key(solution, config)
+    out_dir = config.cache_dir / "build" / key
+    manifest = out_dir / "build.json"
+    if manifest.is_file():
+        result = BuildResult(**json.loads(manifest.read_text()))
+        result.cached, result.build_s = True, time.perf_counter() - t0
+        return result
+    if solution.kind == WORKSPACE:
+        result = _build_workspace(solution, config, out_dir)
+    elif solution.kind == FILE:
+        result = _build_file(solution, config, out_dir)
+    else:
+        raise ValueError(solution.kind)
+    result.build_s = time.perf_counter() - t0
+    if result.ok:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        tmp = manifest.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"ok": True, "library": result.library,
+                                   "extensions_dir": result.extensions_dir, "log": result.log}))
+        tmp.replace(manifest)
+    return result
+
+
+# ----------------------------------------------------------------------------- workspace
+
+def _compile_commands(solution: Solution, config: SandboxConfig, obj_dir: Path) -> list[tuple[list[str], Path]]:
+    includes, _, abi = _torch_paths()
+    extra_inc, _ = _extra_lib_dirs()
+    arch = resolve_arch(config)
+    home = cuda_home()
+    kdir = solution.path / KERNEL_DIR
+    sys_inc = [*includes, sysconfig.get_paths()["include"], *([f"{home}/include"] if home else []), *extra_inc]
+    commands = []
+    for src in solution.cuda_sources():
+        obj = obj_dir / (src.stem + ".cu.o")
+        cmd = [nvcc_path() or "nvcc", "-c", str(src), "-o", str(obj), *NVCC_FLAGS,
+               f"-gencode=arch=compute_{arch},code=sm_{arch}", f"-I{kdir}",
+               f"-D_GLIBCXX_USE_CXX11_ABI={int(abi)}"]
+        text = src.read_text(errors="replace")
+        if "torch/" in text or "ATen/" in text or "c10/" in text:
+            cmd += [f"-isystem{p}" for p in sys_inc]
+        commands.append((cmd, src))
+    cxx = os.environ.get("CXX", "c++")
+    other_cpp = [p for p in (kdir.rglob("*.cpp") if kdir.is_dir() else [])]
+    for src in sorted(other_cpp):
+        obj = obj_dir / (src.stem + ".cpp.o")
+        cmd = [cxx, "-c", str(src), "-o", str(obj), *CXX_FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={int(abi)}",
+               f"-I{kdir}", *[f"-isystem{p}" for p in sys_inc]]
+        if "torch/extension.h" in src.read_text(errors="replace"):
+            cmd.append("-DTORCH_API_INCLUDE_EXTENSION_H")
+        commands.append((cmd, src))
+    return commands
+
+
+def _link_command(solution: Solution, objs: list[Path], lib: Path) -> list[str]:
+    _, libs, _ = _torch_paths()
+    _, extra_lib = _extra_lib_dirs()
+    home = cuda_home()
+    text = "\n".join(p.read_text(errors="replace") for p in solution.source_files() if p.suffix != ".py")
+    cmd = [os.environ.get("CXX", "c++"), "-shared", *map(str, objs), "-o", str(lib)]
+    for d in [*libs, *([f"{home}/lib64"] if home else []), *extra_lib]:
+        cmd += [f"-L{d}", f"-Wl,-rpath,{d}"]
+    cmd += ["-lc10", "-ltorch", "-ltorch_cpu"]
+    if any(d for d in libs if Path(d, "libtorch_cuda.so").exists()):
+        cmd += ["-ltorch_cuda", "-lc10_cuda"]
+    if "PYBIND11_MODULE" in text or "torch/extension.h" in text or "torch/python.h" in text:
+        cmd.append("-ltorch_python")
+    cmd.append("-lcudart")
+    if "cublas" in text:
+        cmd += ["-lcublas", "-lcublasLt"]
+    if "cudnn" in text:
+        cmd.append("-lcudnn")
+    return cmd
+
+
+def _run_parallel(commands: list[tuple[list[str], Path]], deadline: float, cwd: Path) -> tuple[bool, bool, str]:
+    """Run compile commands concurrently (bounded by the CPU count). Returns (ok, timed_out, log)."""
+    max_jobs = max(1, os.cpu_count() or 1)
+    pending = list(commands)
+    running: list[tuple[subprocess.Popen, Path]] = []
+    logs, ok = [], True
+    while pending or running:
+        while pending and len(running) < max_jobs:
+            cmd, src = pending.pop(0)
+            running.append((subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                             text=True, start_new_session=True), src))
+        proc, src = running.pop(0)
+        remaining = deadline - time.monotonic()
+        try:
+            out, _ = proc.communicate(timeout=max(0.1, remaining))
+        except subprocess.TimeoutExpired:
+            for p, _ in [(proc, src), *running]:
+                _kill_group(p)
+            return False, True, "\n".join(logs + [f"build timed out while compiling {src.name}"])
+        if proc.returncode != 0:
+            ok = False
+        if out.strip() and (proc.returncode != 0 or "error" in out.lower()):
+            logs.append(out)
+    return ok, False, "\n".join(logs)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def _build_workspace(solution: Solution, config: SandboxConfig, out_dir: Path) -> BuildResult:
+    if not solution.cuda_sources() and not solution.binding_sources():
+        return BuildResult(ok=True)  # pure-Python model_new.py: nothing to build
+    if nvcc_path() is None and solution.cuda_sources():
+        return BuildResult(ok=False, log="nvcc not found: set CUDA_HOME or put nvcc on PATH")
+    deadline = time.monotonic() + config.build_timeout_s
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=out_dir.name + ".", dir=out_dir.parent))
+    commands = _compile_commands(solution, config, work)
+    ok, timed_out, log = _run_parallel(commands, deadline, solution.path)
+    roots = {str(solution.path): "", str(work): ""}
+    if ok:
+        lib = work / f"{LIB_NAME}.so"
+        objs = sorted(work.glob("*.o"))
+        link = subprocess.run(_link_command(solution, objs, lib), cwd=solution.path, capture_output=True,
+                              text=True, timeout=max(1.0, deadline - time.monotonic()))
+        if link.returncode != 0:
+            ok, log = False, log + "\n" + link.stdout + link.stderr
+    if not ok:
+        shutil.rmtree(work, ignore_errors=True)
+        text = shorten_paths(log, roots)
+        return BuildResult(ok=False, timeout=timed_out,
+                           log=trim_compiler_log(text) if not timed_out else text[-2000:])
+    try:
+        work.rename(out_dir)
+    except OSError:  # a concurrent build of the same sources won the race
+        shutil.rmtree(work, ignore_errors=True)
+    return BuildResult(ok=True, library=str(out_dir / f"{LIB_NAME}.so"), log=trim_compiler_log(log) if log else "")
+
+
+# ----------------------------------------------------------------------------- single file
+
+def inline_env(extensions_dir: str | Path, arch: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["TORCH_EXTENSIONS_DIR"] = str(extensions_dir)
+    env["TORCH_CUDA_ARCH_LIST"] = f"{arch[:-1]}.{arch[-1]}"
+    env["MAX_JOBS"] = str(os.cpu_count() or 1)
+    if cuda_home():
+        env.setdefault("CUDA_HOME", cuda_home())
+    return env
+
+
+def _build_file(solution: Solution, config: SandboxConfig, out_dir: Path) -> BuildResult:
+    ext_dir = out_dir / "torch_extensions"
+    ext_dir.mkdir(parents=True, exist_ok=True)
+    env = inline_env(ext_dir, resolve_arch(config))
+    cmd = [sys.executable, "-m", "cuda_agent.sandbox.inline_build", str(solution.path)]
+    proc = subprocess.Popen(cmd, cwd=solution.path.parent, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=config.build_timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return BuildResult(ok=False, timeout=True, log=f"build timed out after {config.build_timeout_s:.0f} s")
+    if proc.returncode != 0:
+        text = shorten_paths(out, {str(solution.path.parent): "", str(ext_dir): ""})
+        trimmed = trim_compiler_log(text) if "error" in text.lower() and "Traceback" not in text[-3000:] \
+            else trim_traceback(text)
+        return BuildResult(ok=False, log=trimmed)
+    return BuildResult(ok=True, extensions_dir=str(ext_dir))

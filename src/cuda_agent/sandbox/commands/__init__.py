@@ -1,0 +1,1 @@
+"""CLI subcommands of the sandbox (``cuda-agent eval``, ``cuda-agent check``)."""

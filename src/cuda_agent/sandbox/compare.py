@@ -1,0 +1,135 @@
+"""Comparing a candidate's outputs with the reference's (in the trusted evaluator).
+
+Every structure the reference returns (tensor, tuple, list, nesting, Python scalars) is
+compared, shapes and dtypes included. Floating outputs are judged on the relative L2 error
+``||out - ref|| / ||ref||`` against a tolerance set by dtype and precision mode; NaN and Inf
+must appear in the same places. Integer and bool outputs must match exactly. The paper's
+``allclose(atol=rtol=1e-2)`` is reported alongside.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+# Relative-L2 tolerances. fp32 in strict mode sits between honest fp32 arithmetic (~1e-7..1e-5)
+# and TF32 (~3e-4 and up on signed inputs), so a TF32 kernel cannot pass for fp32.
+TOLERANCE = {
+    ("fp32", torch.float32): 1e-4,
+    ("tf32", torch.float32): 5e-3,
+    (None, torch.float64): 1e-7,
+    (None, torch.float16): 5e-3,
+    (None, torch.bfloat16): 3e-2,
+}
+DOWNGRADE_CEILING = 3e-2
+"""In strict fp32 mode, an error above the fp32 tolerance but below this (with allclose 1e-2
+holding) is the signature of TF32/half arithmetic: a precision downgrade."""
+
+
+def tolerance(dtype: torch.dtype, precision: str) -> float:
+    return TOLERANCE.get((precision, dtype)) or TOLERANCE.get((None, dtype)) or 1e-4
+
+
+@dataclass
+class Comparison:
+    ok: bool = False
+    problem: str | None = None
+    """Structure, shape, dtype or non-finite mismatch (not a tolerance miss)."""
+    rel_err: float = 0.0
+    max_abs_err: float = 0.0
+    tolerance: float = 0.0
+    allclose_1e2: bool = True
+    worst: str = ""
+    details: list[str] = field(default_factory=list)
+
+
+def _flatten(obj, path="out"):
+    if isinstance(obj, (list, tuple)):
+        yield path, type(obj).__name__, len(obj)
+        for i, o in enumerate(obj):
+            yield from _flatten(o, f"{path}[{i}]")
+    else:
+        yield path, obj, None
+
+
+def compare(out, ref, precision: str = "fp32") -> Comparison:
+    c = Comparison(ok=True)
+    got, want = list(_flatten(out)), list(_flatten(ref))
+    if len(got) != len(want):
+        return Comparison(problem=f"output structure differs: expected {_describe(ref)}, got {_describe(out)}")
+    for (p, g, gl), (_, w, wl) in zip(got, want):
+        if wl is not None or gl is not None:
+            if gl != wl or g != w:
+                return Comparison(problem=f"{p}: expected {w} of {wl}, got {_describe_leaf(g, gl)}")
+            continue
+        if isinstance(w, torch.Tensor):
+            if not isinstance(g, torch.Tensor):
+                return Comparison(problem=f"{p}: expected a tensor, got {_describe_leaf(g, None)}")
+            if g.shape != w.shape:
+                return Comparison(problem=f"{p}: shape {tuple(g.shape)} != expected {tuple(w.shape)}")
+            if g.dtype != w.dtype:
+                return Comparison(problem=f"{p}: dtype {g.dtype} != expected {w.dtype}")
+            _compare_tensor(p, g, w, precision, c)
+            if c.problem:
+                c.ok = False
+                return c
+        else:
+            if isinstance(g, torch.Tensor) or type(g) is not type(w):
+                return Comparison(problem=f"{p}: expected {type(w).__name__}, got {_describe_leaf(g, None)}")
+            if isinstance(w, float):
+                err = abs(g - w) / max(abs(w), 1e-12)
+                c.rel_err = max(c.rel_err, err)
+                c.max_abs_err = max(c.max_abs_err, abs(g - w))
+                if err > tolerance(torch.float32, precision):
+                    c.ok = False
+            elif g != w:
+                c.ok, c.worst = False, f"{p}: {g!r} != {w!r}"
+    return c
+
+
+def _compare_tensor(path: str, g: torch.Tensor, w: torch.Tensor, precision: str, c: Comparison) -> None:
+    if not (w.is_floating_point() or w.is_complex()):
+        if not torch.equal(g, w):
+            c.ok = False
+            n = int((g != w).sum())
+            c.worst = f"{path}: {n} of {w.numel()} elements differ"
+            c.rel_err = max(c.rel_err, float("inf"))
+        return
+    g64, w64 = g.double(), w.double()
+    g_fin, w_fin = torch.isfinite(g64), torch.isfinite(w64)
+    if not torch.equal(g_fin, w_fin) or not torch.equal(torch.isnan(g64), torch.isnan(w64)) or \
+            not torch.equal(g64[~w_fin & ~torch.isnan(w64)], w64[~w_fin & ~torch.isnan(w64)]):
+        n_bad = int((g_fin != w_fin).sum())
+        c.problem = (f"{path}: non-finite values differ from the reference "
+                     f"({n_bad} positions; reference has {int((~w_fin).sum())} NaN/Inf)")
+        c.rel_err = float("inf")
+        return
+    gd, wd = g64[w_fin], w64[w_fin]
+    diff = (gd - wd)
+    max_abs = float(diff.abs().max()) if diff.numel() else 0.0
+    ref_norm = float(wd.norm()) if wd.numel() else 0.0
+    rel = float(diff.norm()) / ref_norm if ref_norm > 0 else (0.0 if max_abs == 0 else float("inf"))
+    tol = tolerance(w.dtype, precision)
+    c.tolerance = max(c.tolerance, tol)
+    if rel > c.rel_err:
+        c.rel_err, c.worst = rel, f"{path}: relative L2 error {rel:.3g} (tolerance {tol:.0e}), max |diff| {max_abs:.3g}"
+    c.max_abs_err = max(c.max_abs_err, max_abs)
+    if not torch.allclose(gd, wd, atol=1e-2, rtol=1e-2):
+        c.allclose_1e2 = False
+    if rel > tol:
+        c.ok = False
+
+
+def _describe(obj) -> str:
+    if isinstance(obj, (list, tuple)):
+        return f"{type(obj).__name__} of {len(obj)}"
+    return _describe_leaf(obj, None)
+
+
+def _describe_leaf(obj, n) -> str:
+    if isinstance(obj, torch.Tensor):
+        return f"Tensor{tuple(obj.shape)} {obj.dtype}"
+    if n is not None:
+        return f"{obj} of {n}"
+    return type(obj).__name__ if not isinstance(obj, str) else obj

@@ -1,0 +1,67 @@
+"""Sandbox configuration: one dataclass, every field documented, defaults that hold up."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PRECISIONS = ("fp32", "tf32")
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("CUDA_AGENT_CACHE", Path.home() / ".cache" / "cuda_agent"))
+
+
+@dataclass
+class SandboxConfig:
+    """How one evaluation is run. The defaults are the strict, honest setting."""
+
+    precision: str = "fp32"
+    """'fp32': baseline and candidate in strict FP32 (no TF32 anywhere); a candidate whose error
+    only fits TF32/half levels is rejected as a precision downgrade. 'tf32': eager and compile
+    are allowed TF32 too, so TF32 kernels are compared fairly."""
+    num_trials: int = 5
+    """Correctness trials before timing, fresh seeds each; they alternate the task's own
+    get_inputs() distribution with signed standard-normal inputs, and some reuse the previous
+    trial's buffers (same addresses, new values) to defeat pointer-keyed caches."""
+    num_recheck: int = 2
+    """Extra trials after timing, written into the very buffers that timing used."""
+    warmup_ms: float = 25.0
+    """Warm-up budget before timing (after one untimed call)."""
+    rep_ms: float = 200.0
+    """Timing budget; the iteration count is derived from it and clamped to [min_iters, max_iters]."""
+    min_iters: int = 10
+    max_iters: int = 2000
+    rotate_bytes: int = 1 << 30
+    """Upper bound on the memory spent on rotated input sets (2 to 4 sets)."""
+    build_timeout_s: float = 300.0
+    run_timeout_s: float = 180.0
+    """Per worker request (import, a trial batch, a timing run)."""
+    baseline_timeout_s: float = 900.0
+    """The reference worker compiles with torch.compile, which can take minutes."""
+    excessive_speedup: float = 10.0
+    """A speedup over eager above this is flagged and re-checked with extra trials."""
+    strict: bool = True
+    """Dynamic guards (dispatch guard, integrity checks, kernel census) on. Off only to measure
+    their cost; static rules always run."""
+    calibrate: bool = False
+    """Evaluate the task's own Model as the candidate, skipping the torch-op rules
+    (speedup_vs_eager should come out at 1.00)."""
+    use_baseline_cache: bool = True
+    seed: int | None = None
+    """Seed of the trial inputs; None draws a fresh one per evaluation (the default)."""
+    profile: bool = True
+    """Take a short torch.profiler trace of the candidate: it feeds the kernel census (strict)
+    and the verdict's ``profile`` table."""
+    device: int = 0
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    arch: str | None = None
+    """CUDA arch to build for, e.g. '90'. None: read from the GPU, else 90."""
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.num_trials < 1:
+            raise ValueError("num_trials must be >= 1")
+        self.cache_dir = Path(self.cache_dir)

@@ -1,0 +1,457 @@
+"""The trusted evaluator: (Task, Solution) -> Verdict.
+
+This process loads the task, draws every input from fresh seeds, receives outputs and
+timings from two worker processes, compares and decides. It never imports candidate code.
+
+    static rules ─┐
+    build (CPUs) ─┼─ reference worker: weights, reference outputs, eager + compile timing
+                  └─ candidate worker: import under guards, trials, timing, re-check, kernel census
+
+Every failure of the candidate (a compile error, a crash, a hang, a cheat) ends as a Verdict;
+only bad *input* (an unreadable task) raises.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..tasks import Task, validate_task
+from . import inputs as trial_inputs
+from .baselines import Baseline, BaselineStore
+from .build import BuildResult, build, inline_env, resolve_arch
+from .compare import DOWNGRADE_CEILING, compare
+from .config import SandboxConfig
+from .gpu import gpu_lock, no_gpu_reason
+from .logs import trim_traceback
+from .process import WorkerDied, WorkerError, WorkerProcess, WorkerTimeout
+from .reward import paper_reward
+from .solution import REFERENCE, Solution, reference_solution
+from .static import check_solution, rejecting
+from .verdict import COMPILE_ERROR, CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR, TIMEOUT, Verdict
+
+# Kernels a candidate may launch besides its own: vendor GEMM/conv libraries, memsets and
+# copies, and torch's fill/copy kernels behind the allowed allocation and layout operators.
+LIBRARY_KERNELS = re.compile(r"cutlass|gemm|Gemm|GEMM|xmma|cublas|cudnn|nvjet|implicit_convolve|"
+                             r"winograd|fft|^Memset|^Memcpy|^\[memory\]|^void cub::|cub::CUB_|FillFunctor|"
+                             r"direct_copy_kernel|copy_kernel|CatArrayBatchedCopy|_cudnn|sm90_|sm80_")
+TORCH_KERNELS = re.compile(r"at::native|at_cuda_detail|^triton_|\(anonymous namespace\)::|"
+                           r"^void at::|c10::|pytorch|flash_fwd|fmha")
+GLOBAL_FN = re.compile(r"__global__[^;{(]*?\b(\w+)\s*\(")
+
+
+class NoGpuError(RuntimeError):
+    """Raised (not a verdict) when this host cannot run GPU code at all."""
+
+
+@dataclass
+class _Timed:
+    ms: float
+    gpu_median_ms: float
+    wall_median_ms: float
+    evaluator_ms_per_iter: float
+    n: int
+    gap_ms: float
+
+
+def evaluate(task: Task, solution: Solution | None, config: SandboxConfig | None = None) -> Verdict:
+    """Evaluate ``solution`` against ``task``. ``solution=None`` with ``config.calibrate``
+    evaluates the task's own Model as the candidate."""
+    config = config or SandboxConfig()
+    if solution is None or config.calibrate:
+        config.calibrate = True
+        solution = reference_solution(task.path) if task.path else Solution(REFERENCE, Path(task.name))
+    v = Verdict(task=task.name, solution=solution.to_str())
+    v.precision = {"mode": config.precision}
+    t0 = time.perf_counter()
+    try:
+        _Evaluation(task, solution, config, v).run()
+    finally:
+        v.eval_s = round(time.perf_counter() - t0, 3)
+        v.reward = paper_reward(v)
+    return v
+
+
+class _Evaluation:
+    def __init__(self, task: Task, solution: Solution, config: SandboxConfig, verdict: Verdict):
+        self.task, self.solution, self.config, self.v = task, solution, config, verdict
+        self.ref: WorkerProcess | None = None
+        self.cand: WorkerProcess | None = None
+        self.seed = config.seed if config.seed is not None else secrets.randbits(30)
+
+    # ------------------------------------------------------------------ driver
+    def run(self) -> None:
+        v, cfg = self.v, self.config
+        if not self._static():
+            return
+        reason = no_gpu_reason()
+        if reason:
+            raise NoGpuError(reason)
+        module = validate_task(self.task)
+        init_inputs = list(module.get_init_inputs())
+        env = dict(os.environ)
+        env["CUDA_VISIBLE_DEVICES"] = _visible(cfg.device)
+        try:
+            self.ref = WorkerProcess(env=env, label="reference")
+            self.ref.send({"op": "setup", "role": "reference", "precision": cfg.precision, "seed": self.seed,
+                           "task_source": self.task.source, "task_origin": self.task.origin,
+                           "init_inputs": init_inputs})
+            built = build(self.solution, cfg)
+            v.build_s = round(built.build_s, 3)
+            if not built.ok:
+                v.fail(TIMEOUT if built.timeout else COMPILE_ERROR,
+                       "build timed out" if built.timeout else "build failed")
+                v.log = built.log
+                return
+            ref_info = self._ref_step(lambda: self.ref.receive("setup", cfg.baseline_timeout_s))
+            if ref_info is None:
+                return
+            v.gpu, v.torch_version = ref_info["gpu"], ref_info["torch"]
+            v.precision["baseline"] = ref_info["precision"]
+            cand_env = dict(env)
+            if built.extensions_dir:
+                cand_env.update(inline_env(built.extensions_dir, resolve_arch(cfg)))
+                cand_env["CUDA_VISIBLE_DEVICES"] = env["CUDA_VISIBLE_DEVICES"]
+            self.cand = WorkerProcess(env=cand_env, cwd=str(self.solution.root), label="candidate")
+            cand_info = self._cand_step(lambda: self.cand.request(
+                {"op": "setup", "role": "candidate", "precision": cfg.precision, "seed": self.seed,
+                 "strict": cfg.strict, "calibrate": cfg.calibrate, "solution": self._solution_msg(built),
+                 "task_source": self.task.source, "task_origin": self.task.origin,
+                 "init_inputs": init_inputs, "state_dict": ref_info["state_dict"]}, cfg.run_timeout_s))
+            if cand_info is None:
+                return
+            v.precision["candidate"] = cand_info["precision"]
+            if not self._integrity_ok(cand_info, "while importing and preparing ModelNew"):
+                return
+            with gpu_lock(cfg.cache_dir, cfg.device):
+                self._gpu_phase(module)
+        finally:
+            for w in (self.cand, self.ref):
+                if w is not None:
+                    w.close()
+                    w.cleanup()
+
+    def _gpu_phase(self, module) -> None:
+        v, cfg = self.v, self.config
+        plan = trial_inputs.trial_plan(cfg.num_trials)
+        trial_sets = [trial_inputs.draw(module, self.seed + 1 + i, kind) for i, (kind, _) in enumerate(plan)]
+        rot_bytes = max(trial_inputs.nbytes(trial_sets[0]), 1)
+        n_rot = max(2, min(4, cfg.rotate_bytes // rot_bytes), cfg.num_recheck)
+        rotation = [trial_inputs.draw(module, self.seed + 1000 + i) for i in range(n_rot)]
+        recheck_kinds = [trial_inputs.TASK if i % 2 == 0 else trial_inputs.SIGNED for i in range(cfg.num_recheck)]
+        recheck = [trial_inputs.draw(module, self.seed + 2000 + i, k) for i, k in enumerate(recheck_kinds)]
+
+        # reference outputs for the correctness trials and the post-timing re-check
+        ref = self._ref_step(lambda: self.ref.request(
+            {"op": "trials", "inputs": trial_sets + recheck, "reuse": [False] * (len(trial_sets) + len(recheck))},
+            cfg.run_timeout_s))
+        if ref is None:
+            return
+        ref_trials, ref_recheck = ref["trials"][: len(trial_sets)], ref["trials"][len(trial_sets):]
+        usable = [i for i, t in enumerate(ref_trials) if "error" not in t]
+        skipped = [f"{plan[i][0]} trial {i}: {ref_trials[i]['error']}" for i in range(len(ref_trials)) if i not in usable]
+        if skipped:
+            v.timing["skipped_trials"] = skipped
+        if not usable:
+            v.fail(RUNTIME_ERROR, "the reference Model failed on every trial input: " + skipped[0])
+            v.flag("reference_error")
+            return
+        out_bytes = trial_inputs.leaf_sizes(ref_trials[usable[0]]["output"])
+        cand = self._cand_step(lambda: self.cand.request(
+            {"op": "trials", "inputs": [trial_sets[i] for i in usable],
+             "reuse": [plan[i][1] for i in usable], "out_bytes": out_bytes}, cfg.run_timeout_s))
+        if cand is None:
+            return
+        labels = [f"trial {i} ({plan[i][0]} inputs{', same buffers as before' if plan[i][1] else ''})" for i in usable]
+        if not self._judge(cand, [ref_trials[i]["output"] for i in usable], labels):
+            return
+        if not self._baselines(rotation):
+            return
+        timed = self._time_candidate(rotation)
+        if timed is None:
+            return
+        # re-check on new values written into the buffers timing used
+        good_recheck = [i for i, t in enumerate(ref_recheck) if "error" not in t]
+        if good_recheck:
+            rc = self._cand_step(lambda: self.cand.request(
+                {"op": "recheck", "inputs": [recheck[i] for i in good_recheck], "out_bytes": out_bytes},
+                cfg.run_timeout_s))
+            if rc is None:
+                return
+            labels = [f"re-check {i} after timing (new values in the timed buffers)" for i in good_recheck]
+            if not self._judge(rc, [ref_recheck[i]["output"] for i in good_recheck], labels, after_timing=True):
+                return
+        if cfg.profile:
+            if not self._census():
+                return
+        self._speedups(timed)
+        if v.speedup_vs_eager is not None and v.speedup_vs_eager > cfg.excessive_speedup:
+            self._scrutinize(module, out_bytes)
+
+    # ------------------------------------------------------------------ steps
+    def _static(self) -> bool:
+        v = self.v
+        findings = check_solution(self.solution, calibrate=self.config.calibrate)
+        v.static_findings = [f.to_dict() for f in findings]
+        broken = [f for f in findings if f.rule in ("syntax", "layout")]
+        if broken:
+            v.fail(COMPILE_ERROR, broken[0].message)
+            v.log = "\n".join(str(f) for f in broken)
+            return False
+        rejects = rejecting(findings)
+        if rejects:
+            v.verdict = REJECTED
+            for f in rejects:
+                v.add_reason(str(f))
+                v.flag(f.rule)
+            v.log = "\n".join(str(f) for f in findings)
+            return False
+        return True
+
+    def _solution_msg(self, built: BuildResult) -> dict:
+        s = self.solution
+        return {"kind": s.kind, "root": str(s.root), "model_file": str(s.model_file),
+                "library": built.library, "python_module": bool(built.library) and _is_pybind(s)}
+
+    def _ref_step(self, call):
+        try:
+            return call()
+        except WorkerError as e:
+            self.v.fail(RUNTIME_ERROR, f"the reference Model failed in '{e.reply.get('phase')}': "
+                                       f"{e.reply.get('error_type')}: {e.reply.get('message', '')[:300]}")
+            self.v.log = trim_traceback(e.reply.get("error", ""))
+        except WorkerTimeout as e:
+            self.v.fail(TIMEOUT, f"the reference Model timed out: {e}")
+        except WorkerDied as e:
+            self.v.fail(RUNTIME_ERROR, f"the reference worker died: {e}")
+            self.v.log = e.log
+        self.v.flag("reference_error")
+        return None
+
+    def _cand_step(self, call):
+        try:
+            return call()
+        except WorkerError as e:
+            r = e.reply
+            phase = {"setup": "importing/constructing ModelNew", "trials": "running forward",
+                     "prepare_timing": "warming up", "time": "timing", "recheck": "re-checking",
+                     "profile": "profiling"}.get(r.get("phase"), r.get("phase"))
+            self.v.fail(RUNTIME_ERROR, f"{r.get('error_type')} while {phase}: {r.get('message', '')[:500]}")
+            self.v.log = trim_traceback(r.get("error", "")) + _log_tail(self.cand)
+        except WorkerTimeout as e:
+            self.v.fail(TIMEOUT, f"{e} (a hang or an endless loop in a kernel?)")
+            self.v.log = _log_tail(self.cand)
+        except WorkerDied as e:
+            self.v.fail(RUNTIME_ERROR, f"{e} (a crash, e.g. a segfault, or sys.exit in the candidate)")
+            self.v.log = e.log[-3000:]
+        return None
+
+    def _integrity_ok(self, reply: dict, when: str) -> bool:
+        changed = reply.get("integrity") or []
+        if changed and not self.config.calibrate:
+            self.v.reject(f"the harness's own functions or settings were changed {when}: "
+                          f"{', '.join(changed[:8])}", "monkey_patch")
+            if any(k == "precision" for k in changed):
+                self.v.flag("precision_downgrade")
+            return False
+        return True
+
+    def _judge(self, cand: dict, refs: list, labels: list[str], after_timing: bool = False) -> bool:
+        """Apply the dynamic honesty checks and the comparison to a batch of trials."""
+        v, cfg = self.v, self.config
+        if not self._integrity_ok(cand, "during forward"):
+            return False
+        for trial, ref, label in zip(cand["trials"], refs, labels):
+            if trial["violations"]:
+                v.reject(f"{label}: forward ran torch operators that compute: {', '.join(trial['violations'][:8])}; "
+                         "only allocation, views and the candidate's own kernels are allowed", "torch_compute")
+                return False
+            if trial["flags"]:
+                for f in trial["flags"]:
+                    v.reject(f"{label}: {f}", f.split(":")[0])
+                return False
+            c = compare(trial["output"], ref, cfg.precision)
+            v.num_trials += 1
+            v.rel_err = max(v.rel_err or 0.0, c.rel_err)
+            v.max_abs_err = max(v.max_abs_err or 0.0, c.max_abs_err)
+            v.tolerance = c.tolerance or v.tolerance
+            v.allclose_1e2 = (v.allclose_1e2 if v.allclose_1e2 is not None else True) and c.allclose_1e2
+            if c.problem:
+                v.fail(INCORRECT, f"{label}: {c.problem}")
+                return False
+            if not c.ok:
+                if cfg.precision == "fp32" and c.rel_err <= DOWNGRADE_CEILING and c.allclose_1e2 and c.tolerance:
+                    v.reject(f"{label}: error {c.rel_err:.2e} is at TF32/half-precision level, above the strict "
+                             f"fp32 tolerance {c.tolerance:.0e}; the baseline runs in strict fp32 "
+                             "(use --precision tf32 to compare TF32 kernels against TF32 baselines)",
+                             "precision_downgrade")
+                else:
+                    v.fail(INCORRECT, f"{label}: {c.worst}")
+                    if after_timing:
+                        v.flag("output_cache")
+                        v.add_reason("outputs were right before timing and wrong after new values were written "
+                                     "into the same buffers: results are being cached across calls")
+                return False
+        v.verdict = CORRECT
+        return True
+
+    def _baselines(self, rotation: list) -> bool:
+        v, cfg = self.v, self.config
+        store = BaselineStore(cfg.cache_dir / "baselines.sqlite")
+        t0 = time.perf_counter()
+        cached = store.get(self.task.sha256, v.gpu, v.torch_version, cfg.precision) if cfg.use_baseline_cache else None
+        if cached is not None:
+            self.baseline, v.baseline_cached = cached, True
+        else:
+            eager = self._time(self.ref, rotation, "model", self._ref_step)
+            if eager is None:
+                return False
+            compiled, compile_error = None, None
+            try:
+                compiled = self._time(self.ref, rotation, "compile", None)
+            except (WorkerError, WorkerDied, WorkerTimeout) as e:
+                compile_error = (e.reply.get("message") if isinstance(e, WorkerError) else str(e))[:500]
+                v.add_reason(f"torch.compile baseline unavailable: {compile_error}")
+            self.baseline = Baseline(self.task.sha256, v.gpu, v.torch_version, cfg.precision, eager.ms,
+                                     compiled.ms if compiled else None,
+                                     eager.evaluator_ms_per_iter - eager.ms, compile_error,
+                                     {"eager_iters": eager.n, "compile_iters": compiled.n if compiled else 0,
+                                      "gap_ms": eager.gap_ms})
+            if cfg.use_baseline_cache:
+                store.put(self.baseline)
+        v.eager_ms, v.compile_ms = self.baseline.eager_ms, self.baseline.compile_ms
+        v.baseline_s = round(time.perf_counter() - t0, 4)
+        return True
+
+    def _time(self, worker: WorkerProcess, rotation: list, target: str, wrap) -> _Timed | None:
+        cfg = self.config
+
+        def go() -> _Timed:
+            worker.request({"op": "prepare_timing", "inputs": rotation, "target": target,
+                            "warmup_ms": cfg.warmup_ms, "rep_ms": cfg.rep_ms, "min_iters": cfg.min_iters,
+                            "max_iters": cfg.max_iters},
+                           cfg.baseline_timeout_s if worker is self.ref else cfg.run_timeout_s)
+            t0 = time.perf_counter()
+            r = worker.request({"op": "time"}, cfg.run_timeout_s)
+            outer = (time.perf_counter() - t0) * 1e3 / r["n"]
+            self._last_time_reply = r
+            return _Timed(r["gpu_median_ms"], r["gpu_median_ms"], r["wall_median_ms"], outer, r["n"], r["gap_ms"])
+
+        return wrap(go) if wrap else go()
+
+    def _time_candidate(self, rotation: list) -> _Timed | None:
+        v = self.v
+        t = self._time(self.cand, rotation, "model", self._cand_step)
+        if t is None:
+            return None
+        r = self._last_time_reply
+        if not self._integrity_ok(r, "during timing"):
+            return None
+        gap = (self.baseline.details or {}).get("gap_ms", t.gap_ms)
+        # Clock 1: inside the worker, host wall time (device-wide sync) vs CUDA events.
+        inner_excess = t.wall_median_ms - t.gpu_median_ms - gap
+        if inner_excess > max(0.02, 0.05 * t.gpu_median_ms):
+            v.flag("timing_mismatch")
+            v.add_reason(f"device-wide wall time exceeds the event time by {inner_excess:.3f} ms per call: work "
+                         "outside the timed stream (side streams or threads); the wall-clock figure is used")
+            t.ms = max(t.ms, t.wall_median_ms - gap)
+        # Clock 2: the evaluator's own clock around the whole timing request.
+        outer_excess = t.evaluator_ms_per_iter - t.ms - self.baseline.overhead_ms
+        if outer_excess > max(0.05, 0.10 * t.ms):
+            v.flag("timer_mismatch")
+            v.add_reason(f"the evaluator's clock saw {outer_excess:.3f} ms per call more than the worker reported: "
+                         "the worker's timing is not trusted; the evaluator's figure is used")
+            t.ms = max(t.ms, t.evaluator_ms_per_iter - self.baseline.overhead_ms)
+        v.ms = round(t.ms, 6)
+        v.timing.update({"iters": t.n, "gpu_median_ms": t.gpu_median_ms, "wall_median_ms": t.wall_median_ms,
+                         "evaluator_ms_per_iter": t.evaluator_ms_per_iter, "gap_ms": gap,
+                         "harness_overhead_ms": self.baseline.overhead_ms, "rotation_sets": len(rotation)})
+        return t
+
+    def _census(self) -> bool:
+        """Which CUDA kernels did the candidate launch? Torch's own are not allowed."""
+        prof = self._cand_step(lambda: self.cand.request({"op": "profile", "iters": 3}, self.config.run_timeout_s))
+        if prof is None:
+            return False
+        kernels = prof["kernels"]
+        self.v.timing["profile"] = [{"name": k["name"][:120], "count": k["count"],
+                                     "us_per_call": round(k["cuda_us"] / prof["iters"], 2)} for k in kernels[:10]]
+        if not self.config.strict or self.config.calibrate:
+            return True
+        own = self._own_kernel_names()
+        foreign = [k["name"] for k in kernels if not _allowed_kernel(k["name"], own)]
+        if foreign:
+            self.v.reject("forward launched kernels that are neither the candidate's nor cuBLAS/cuDNN: "
+                          + "; ".join(n[:100] for n in foreign[:5]), "torch_compute")
+            return False
+        return self._integrity_ok(prof, "while profiling")
+
+    def _own_kernel_names(self) -> set[str]:
+        names = set()
+        for p in self.solution.source_files():
+            text = p.read_text(errors="replace")
+            text = re.sub(r"__launch_bounds__\s*\([^)]*\)", "", text)
+            names.update(GLOBAL_FN.findall(text))
+        return names
+
+    def _speedups(self, t: _Timed) -> None:
+        v = self.v
+        if v.ms and v.eager_ms:
+            v.speedup_vs_eager = round(v.eager_ms / v.ms, 4)
+        if v.ms and v.compile_ms:
+            v.speedup_vs_compile = round(v.compile_ms / v.ms, 4)
+
+    def _scrutinize(self, module, out_bytes: list[int]) -> None:
+        """A very large speedup: say so, and re-check on more fresh signed inputs."""
+        v, cfg = self.v, self.config
+        v.flag("excessive_speedup")
+        v.add_reason(f"speedup over eager {v.speedup_vs_eager:.1f}x exceeds {cfg.excessive_speedup:.0f}x: "
+                     "re-checked on extra inputs")
+        extra = [trial_inputs.draw(module, self.seed + 3000 + i, trial_inputs.SIGNED if i % 2 else trial_inputs.TASK)
+                 for i in range(4)]
+        ref = self._ref_step(lambda: self.ref.request({"op": "trials", "inputs": extra, "reuse": [False] * 4},
+                                                      cfg.run_timeout_s))
+        if ref is None:
+            return
+        ok = [i for i, t in enumerate(ref["trials"]) if "error" not in t]
+        cand = self._cand_step(lambda: self.cand.request(
+            {"op": "trials", "inputs": [extra[i] for i in ok], "reuse": [True] * len(ok), "out_bytes": out_bytes},
+            cfg.run_timeout_s))
+        if cand is None:
+            return
+        self._judge(cand, [ref["trials"][i]["output"] for i in ok], [f"extra trial {i}" for i in ok])
+
+
+def _allowed_kernel(name: str, own: set[str]) -> bool:
+    if any(re.search(rf"\b{re.escape(n)}\b", name) for n in own):
+        return True
+    if TORCH_KERNELS.search(name) and not re.search(r"FillFunctor|direct_copy_kernel|copy_kernel", name):
+        return False
+    return bool(LIBRARY_KERNELS.search(name))
+
+
+def _is_pybind(solution: Solution) -> bool:
+    return any("PYBIND11_MODULE" in p.read_text(errors="replace") for p in solution.binding_sources())
+
+
+def _visible(device: int) -> str:
+    current = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if current:
+        parts = [p for p in current.split(",") if p.strip()]
+        if 0 <= device < len(parts):
+            return parts[device]
+    return str(device)
+
+
+def _log_tail(worker: WorkerProcess | None, n: int = 1500) -> str:
+    if worker is None:
+        return ""
+    text = worker.read_log().strip()
+    return ("\n--- worker output ---\n" + text[-n:]) if text else ""
+
+
+__all__ = ["evaluate", "NoGpuError"]

@@ -1,0 +1,50 @@
+"""Trial inputs, drawn in the trusted evaluator from fresh seeds.
+
+Two kinds alternate: the task's own ``get_inputs()`` distribution, and *signed* inputs where
+every floating tensor is replaced by standard-normal values of the same shape and dtype (so an
+identity kernel cannot pass a ReLU task whose own inputs happen to be non-negative). Integer
+and bool tensors (indices, masks) keep the task's values.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+
+TASK = "task"
+SIGNED = "signed"
+
+
+def draw(task_module: ModuleType, seed: int, kind: str = TASK) -> list:
+    torch.manual_seed(seed)
+    inputs = list(task_module.get_inputs())
+    if kind == SIGNED:
+        g = torch.Generator().manual_seed(seed + 7919)
+        inputs = [torch.randn(x.shape, generator=g, dtype=torch.float32).to(x.dtype)
+                  if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+    return [x.contiguous() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def trial_plan(num_trials: int) -> list[tuple[str, bool]]:
+    """(kind, reuse_previous_buffers) per trial: kinds alternate, later trials reuse buffers."""
+    plan = []
+    for i in range(num_trials):
+        plan.append((TASK if i % 2 == 0 else SIGNED, i >= 2))
+    return plan
+
+
+def nbytes(obj) -> int:
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, (list, tuple)):
+        return sum(nbytes(o) for o in obj)
+    return 0
+
+
+def leaf_sizes(obj) -> list[int]:
+    if isinstance(obj, torch.Tensor):
+        return [obj.numel() * obj.element_size()]
+    if isinstance(obj, (list, tuple)):
+        return [n for o in obj for n in leaf_sizes(o)]
+    return []

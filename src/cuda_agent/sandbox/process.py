@@ -1,0 +1,148 @@
+"""The evaluator's handle on a worker process: spawn, request with a timeout, kill.
+
+Workers are fresh processes (``python -m cuda_agent.sandbox.worker``), one role and one
+evaluation each, in their own session so that a kill takes any children with them. Their
+stdout/stderr go to a log file that feeds the verdict's ``log`` on a crash.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import torch
+
+
+class WorkerDied(Exception):
+    """The worker exited or crashed (segfault, sys.exit, killed). ``log`` holds its output."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log
+
+
+class WorkerTimeout(Exception):
+    pass
+
+
+class WorkerError(Exception):
+    """The worker reported an exception (it exits right after)."""
+
+    def __init__(self, reply: dict):
+        super().__init__(reply.get("message", ""))
+        self.reply = reply
+
+
+class WorkerProcess:
+    def __init__(self, env: dict[str, str] | None = None, cwd: str | None = None, label: str = "worker"):
+        parent, child = socket.socketpair()
+        self.label = label
+        self.log_file = tempfile.NamedTemporaryFile(prefix=f"cuda_agent_{label}_", suffix=".log", delete=False)
+        cmd = [sys.executable, "-m", "cuda_agent.sandbox.worker", str(child.fileno())]
+        self.proc = subprocess.Popen(cmd, pass_fds=(child.fileno(),), env=env, cwd=cwd,
+                                     stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        child.close()
+        self.conn = Connection(parent.detach())
+        self.started = time.perf_counter()
+
+    def request(self, msg: dict, timeout: float) -> dict:
+        """Send one request and wait for its reply. Raises WorkerTimeout / WorkerDied / WorkerError."""
+        self.send(msg)
+        return self.receive(msg["op"], timeout)
+
+    def send(self, msg: dict) -> None:
+        try:
+            self.conn.send_bytes(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            raise WorkerDied(f"{self.label} died before '{msg['op']}'", self.read_log()) from None
+
+    def receive(self, op: str, timeout: float) -> dict:
+        msg = {"op": op}
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                raise WorkerTimeout(f"{self.label}: '{msg['op']}' did not finish within {timeout:.0f} s")
+            try:
+                ready = self.conn.poll(min(remaining, 1.0))
+            except (EOFError, OSError):
+                ready = True
+            if ready:
+                break
+            if self.proc.poll() is not None:
+                break
+        try:
+            data = self.conn.recv_bytes()
+        except (EOFError, OSError):
+            code = self.proc.wait()
+            raise WorkerDied(f"{self.label} exited with code {code} during '{msg['op']}'"
+                             f"{_signal_name(code)}", self.read_log()) from None
+        reply = torch.load(io.BytesIO(data), weights_only=True)
+        if not isinstance(reply, dict):
+            self.kill()
+            raise WorkerDied(f"{self.label} sent a malformed reply", self.read_log())
+        if "error" in reply:
+            self.kill()
+            raise WorkerError(reply)
+        return reply
+
+    def read_log(self, limit: int = 6000) -> str:
+        try:
+            text = Path(self.log_file.name).read_text(errors="replace")
+        except OSError:
+            return ""
+        return text[-limit:]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.conn.send_bytes(pickle.dumps({"op": "exit"}))
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+            self.proc.wait()
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+
+    def cleanup(self) -> None:
+        self.kill()
+        try:
+            os.unlink(self.log_file.name)
+        except OSError:
+            pass
+
+    def __enter__(self) -> "WorkerProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+        self.cleanup()
+
+
+def _signal_name(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f" (signal {signal.Signals(-code).name})"
+        except ValueError:
+            return f" (signal {-code})"
+    return ""

@@ -1,0 +1,613 @@
+"""Static honesty rules: an AST pass over the Python and a scan of the C++/CUDA.
+
+A static rule alone is easy to dodge, so every class of cheat here also has a dynamic
+defense in the worker (see ``worker.py``). The rules aim at *fallbacks to torch compute*
+and at tampering, not at Python keywords: ``try/except ImportError`` while finding build
+flags, a ``pass`` in an unrelated branch, or a generic fallback CUDA kernel are honest.
+
+Torch compute is allowed in ``__init__`` and in ``prepare`` (the sanctioned hook the
+harness calls once after ``load_state_dict``, with no inputs, outside timing), and at
+module level. It is not allowed in ``forward`` or in any other function, lambda or nested
+function, since those can run with inputs.
+
+``findings`` with severity ``reject`` reject the solution; ``warn`` ones are advice.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .solution import REFERENCE, WORKSPACE, Solution, SolutionError
+
+REJECT = "reject"
+WARN = "warn"
+SANCTIONED_METHODS = ("__init__", "prepare")
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    file: str
+    line: int
+    message: str
+    severity: str = REJECT
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: [{self.rule}] {self.message}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ----------------------------------------------------------------------------- name sets
+
+ALLOWED_TORCH_FUNCS = frozenset("""
+empty empty_like empty_strided zeros zeros_like ones ones_like full full_like tensor as_tensor
+as_strided reshape flatten unflatten squeeze unsqueeze permute transpose t narrow chunk split
+tensor_split unbind select movedim moveaxis swapaxes swapdims is_tensor is_floating_point numel
+device dtype Size no_grad inference_mode enable_grad set_grad_enabled get_default_dtype
+promote_types result_type finfo iinfo is_grad_enabled Generator
+""".split())
+
+ALLOWED_TORCH_CUDA_FUNCS = frozenset("""
+current_stream current_device device get_device_properties get_device_capability is_available
+device_count synchronize default_stream get_device_name mem_get_info
+""".split())
+
+STREAM_NAMES = frozenset({"Stream", "stream", "set_stream", "StreamContext", "ExternalStream"})
+
+ALLOWED_METHODS = frozenset("""
+size stride dim ndimension numel nelement contiguous view view_as reshape reshape_as flatten
+unflatten permute transpose t unsqueeze squeeze expand expand_as narrow select split chunk
+unbind movedim moveaxis swapaxes swapdims as_strided data_ptr is_contiguous element_size
+new_empty new_zeros new_ones new_full new_empty_strided to cuda detach clone zero_ fill_
+copy_ storage_offset get_device is_cuda tolist
+""".split())
+
+# Method names that Python containers or strings share with Tensor: a call on them proves nothing.
+AMBIGUOUS_METHODS = frozenset("""
+add index count sort values type repeat item pop remove append extend insert get update keys
+items join format replace strip find lower upper copy
+""".split())
+
+# A curated, high-confidence list for C++ (``.name(`` on a tensor) where the AST cannot help.
+CPP_COMPUTE_METHODS = frozenset("""
+matmul mm bmm addmm baddbmm addmv mv dot linear conv1d conv2d conv3d conv_transpose1d
+conv_transpose2d conv_transpose3d convolution relu relu_ gelu silu sigmoid tanh softmax log_softmax
+exp exp_ log log_ sum mean var std norm layer_norm batch_norm group_norm instance_norm cumsum
+cumprod einsum mul mul_ div div_ sub sub_ pow sqrt rsqrt clamp clamp_ clamp_min clamp_max softplus
+hardtanh leaky_relu elu max_pool1d max_pool2d max_pool3d avg_pool1d avg_pool2d avg_pool3d
+adaptive_avg_pool2d adaptive_max_pool2d amax amin argmax argmin logsumexp topk gather scatter
+index_select masked_fill where cat stack abs neg reciprocal erf tril triu cross cdist
+""".split())
+
+ALLOWED_CPP_NAMES = frozenset("""
+Tensor empty empty_like empty_strided zeros zeros_like ones ones_like full new_empty new_zeros
+zero_ fill_ from_blob view reshape transpose narrow select squeeze unsqueeze flatten contiguous
+clone copy_ TensorOptions Device DeviceType Scalar ScalarType IntArrayRef ArrayRef Half BFloat16
+MemoryFormat Layout optional nullopt getCurrentCUDAStream getCurrentCUDABlasHandle
+getCurrentCUDABlasLtHandle getCurrentDeviceProperties getDeviceProperties CUDAGuard
+OptionalCUDAGuard DeviceGuard CUDAStream get_device get_device_index data_ptr
+""".split())
+
+FORBIDDEN_IMPORTS = {
+    "threading": "threads", "_thread": "threads", "multiprocessing": "processes",
+    "concurrent": "threads", "subprocess": "processes", "asyncio": "threads",
+    "ctypes": "native calls outside the build", "cffi": "native calls outside the build",
+    "gc": "reaching other objects", "inspect": "reaching other frames", "signal": "signals",
+    "socket": "network", "pickle": "serialization hooks", "marshal": "code objects",
+    "builtins": "patching builtins", "importlib": "dynamic imports", "copyreg": "serialization hooks",
+    "sys.monitoring": "tracing",
+}
+OTHER_FRAMEWORKS = frozenset({"triton", "cupy", "numba", "jax", "tvm", "tilelang", "pycuda",
+                              "cuda", "warp", "taichi", "tensorrt", "cutlass", "apex", "xformers",
+                              "flash_attn", "transformer_engine", "thunder", "liger_kernel"})
+REFERENCE_MODULES = frozenset({"model", "reference", "ref", "task"})
+DANGEROUS_BUILTINS = frozenset({"exec", "eval", "compile", "__import__", "globals", "locals",
+                                "vars", "breakpoint", "delattr"})
+DANGEROUS_DUNDERS = frozenset({"__dict__", "__class__", "__bases__", "__mro__", "__subclasses__",
+                               "__globals__", "__code__", "__closure__", "__builtins__",
+                               "__getattribute__", "__torch_function__", "__torch_dispatch__",
+                               "__reduce__", "__reduce_ex__", "__self__", "__func__", "__wrapped__",
+                               "_make_subclass", "as_subclass", "_make_wrapper_subclass", "f_back",
+                               "f_globals", "f_locals", "gi_frame", "tb_frame"})
+SYS_FORBIDDEN = frozenset({"modules", "settrace", "setprofile", "_getframe", "addaudithook",
+                           "meta_path", "path_hooks", "monitoring", "setswitchinterval"})
+OS_FORBIDDEN = frozenset({"system", "fork", "forkpty", "popen", "spawnl", "spawnv", "execv",
+                          "execve", "execl", "execvp", "kill", "killpg", "_exit", "putenv",
+                          "environ", "register_at_fork"})
+
+
+@functools.cache
+def torch_compute_names() -> frozenset[str]:
+    """Every public ATen-backed function name torch exposes, minus the allowed ones."""
+    import torch
+
+    names = {n for n in dir(torch._C._VariableFunctions) if not n.startswith("_")}
+    names |= {n for n in dir(torch.nn.functional) if not n.startswith("_")}
+    names |= {"einsum", "cdist", "norm", "matmul", "tensordot", "stft", "istft", "cartesian_prod",
+              "chain_matmul", "lu", "unique", "split", "meshgrid"}
+    return frozenset(names - ALLOWED_TORCH_FUNCS)
+
+
+@functools.cache
+def tensor_compute_methods() -> frozenset[str]:
+    import torch
+
+    methods = {n for n in dir(torch.Tensor) if not n.startswith("_")}
+    compute = {m for m in methods if m in torch_compute_names() or m.rstrip("_") in torch_compute_names()}
+    compute |= {"float", "half", "bfloat16", "double", "int", "long", "short", "bool", "byte",
+                "char", "type_as", "__matmul__", "masked_fill_", "index_put_", "scatter_", "put_",
+                "addmm_", "baddbmm_", "mul_", "add_", "sub_", "div_", "pow_", "exp_", "relu_",
+                "clamp_", "sigmoid_", "tanh_", "apply_", "map_"}
+    return frozenset(compute - ALLOWED_METHODS - AMBIGUOUS_METHODS)
+
+
+# ----------------------------------------------------------------------------- Python rules
+
+class _PyChecker(ast.NodeVisitor):
+    """One pass over one Python file. Tracks import aliases and the current context."""
+
+    def __init__(self, filename: str, calibrate: bool = False):
+        self.filename = filename
+        self.calibrate = calibrate
+        self.findings: list[Finding] = []
+        self.aliases: dict[str, str] = {}  # local name -> dotted module/function path
+        self.local_classes: set[str] = set()
+        self.layers: set[str] = set()  # self.<attr> assigned an nn layer in __init__
+        self.func_stack: list[tuple[str, bool]] = []  # (name, sanctioned)
+        self.class_stack: list[str] = []
+        self.forward_args: list[set[str]] = []
+
+    # -- helpers
+    def add(self, node: ast.AST, rule: str, message: str, severity: str = REJECT) -> None:
+        self.findings.append(Finding(rule, self.filename, getattr(node, "lineno", 0), message, severity))
+
+    @property
+    def sanctioned(self) -> bool:
+        """Module level, or directly inside __init__/prepare (not in a nested function or lambda)."""
+        return not self.func_stack or self.func_stack[-1][1]
+
+    def dotted(self, node: ast.AST) -> str | None:
+        """Resolve ``F.relu`` to ``torch.nn.functional.relu`` through import aliases."""
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        root = self.aliases.get(node.id)
+        if root is None:
+            return None
+        return ".".join([root, *reversed(parts)])
+
+    def root_is_module(self, node: ast.AST) -> bool:
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        return isinstance(node, ast.Name) and node.id in self.aliases
+
+    # -- imports
+    def _check_import(self, node: ast.AST, module: str) -> None:
+        top = module.split(".")[0]
+        if module in FORBIDDEN_IMPORTS or top in FORBIDDEN_IMPORTS:
+            why = FORBIDDEN_IMPORTS.get(module) or FORBIDDEN_IMPORTS[top]
+            rule = "threads" if why in ("threads", "processes") else "forbidden_import"
+            self.add(node, rule, f"imports {module} ({why}); not allowed in a solution")
+        elif top in OTHER_FRAMEWORKS:
+            self.add(node, "other_framework", f"imports {module}: solutions are CUDA C++; other kernel "
+                                              "frameworks or kernel libraries are not allowed")
+        elif top in REFERENCE_MODULES:
+            self.add(node, "delegates_to_reference", f"imports the reference module {module!r}")
+        elif top == "cuda_agent":
+            self.add(node, "harness_access", "imports the evaluation harness")
+        elif module.startswith("torch._") or module.startswith("torch.utils._") or module in (
+                "torch.testing", "torch.library", "torch.compiler", "torch.jit", "torch.fx",
+                "torch.autograd.profiler", "torch.profiler"):
+            self.add(node, "private_torch", f"imports {module}: torch internals and compilers are off limits")
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for a in node.names:
+            self._check_import(node, a.name)
+            if a.asname:
+                self.aliases[a.asname] = a.name
+            else:
+                self.aliases[a.name.split(".")[0]] = a.name.split(".")[0]
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        if node.level:  # relative import of a sibling file: fine unless it is the reference
+            if module.split(".")[0] in REFERENCE_MODULES or any(a.name in REFERENCE_MODULES for a in node.names):
+                self.add(node, "delegates_to_reference", "imports the reference module")
+            return
+        self._check_import(node, module)
+        for a in node.names:
+            full = f"{module}.{a.name}"
+            if module == "torch" and a.name.startswith("_"):
+                self._check_import(node, full)
+            if a.name == "Model" and module.split(".")[0] in REFERENCE_MODULES:
+                self.add(node, "delegates_to_reference", "imports the reference Model")
+            self.aliases[a.asname or a.name] = full
+        self.generic_visit(node)
+
+    # -- definitions and contexts
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.local_classes.add(node.name)
+        for base in node.bases:
+            name = self.dotted(base) or (base.id if isinstance(base, ast.Name) else "")
+            if name in ("Model",) or name.endswith(".Model"):
+                self.add(node, "delegates_to_reference", f"class {node.name} subclasses the reference Model")
+            if name in ("torch.Tensor", "Tensor") or name.endswith(".Tensor"):
+                self.add(node, "lazy_tensor", f"class {node.name} subclasses torch.Tensor "
+                                              "(tensor subclasses can defer or fake work)")
+        for deco in node.decorator_list:
+            self._check_decorator(deco)
+        self.class_stack.append(node.name)
+        self.generic_visit(node)
+        self.class_stack.pop()
+
+    def _check_decorator(self, deco: ast.AST) -> None:
+        target = deco.func if isinstance(deco, ast.Call) else deco
+        name = self.dotted(target) or (target.id if isinstance(target, ast.Name) else "")
+        if name.split(".")[-1] in ("lru_cache", "cache", "cached_property") and name.startswith("functools"):
+            self.add(deco, "output_cache", f"@{name} caches results across calls")
+        if name.startswith("torch.") and not self.calibrate:
+            self.add(deco, "torch_compute", f"@{name}: torch compilers and decorators are not allowed")
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        in_class = bool(self.class_stack) and (not self.func_stack)
+        sanctioned = in_class and node.name in SANCTIONED_METHODS
+        if node.name in ("__torch_function__", "__torch_dispatch__"):
+            self.add(node, "lazy_tensor", f"defines {node.name}: intercepting torch dispatch is not allowed")
+        if in_class and node.name in ("__getattribute__", "__setattr__", "__getattr__", "__call__"):
+            self.add(node, "monkey_patch", f"overrides {node.name} on a module; ModelNew is called "
+                                           "through nn.Module.__call__ -> forward", WARN)
+        for deco in node.decorator_list:
+            self._check_decorator(deco)
+        args = {a.arg for a in node.args.args[1:] + node.args.kwonlyargs}
+        if node.args.vararg:
+            args.add(node.args.vararg.arg)
+        self.func_stack.append((node.name, sanctioned))
+        self.forward_args.append(args if in_class and node.name == "forward" else set())
+        self.generic_visit(node)
+        self.forward_args.pop()
+        self.func_stack.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.func_stack.append(("<lambda>", False))
+        self.forward_args.append(set())
+        self.generic_visit(node)
+        self.forward_args.pop()
+        self.func_stack.pop()
+
+    def visit_Global(self, node: ast.Global) -> None:
+        if self.func_stack:
+            self.add(node, "output_cache", f"global {', '.join(node.names)}: module state written from a "
+                                           "function can carry results across calls", WARN)
+
+    visit_Nonlocal = visit_Global
+
+    # -- the rules
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id == "Model" and not self.calibrate:
+            self.add(node, "delegates_to_reference", "refers to the reference Model")
+        if node.id in ("__builtins__",):
+            self.add(node, "monkey_patch", "touches __builtins__")
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr in DANGEROUS_DUNDERS:
+            self.add(node, "monkey_patch", f"touches .{node.attr} (reaching into objects or frames)")
+        path = self.dotted(node)
+        if path:
+            if path.startswith("sys.") and path.split(".")[1] in SYS_FORBIDDEN:
+                self.add(node, "monkey_patch", f"uses {path}")
+            elif path.startswith("os.") and path.split(".")[1] in OS_FORBIDDEN:
+                self.add(node, "threads" if "fork" in path or "spawn" in path else "forbidden_import",
+                         f"uses {path}")
+            elif path.startswith("torch.") and any(p.startswith("_") and p != "__version__"
+                                                    for p in path.split(".")[1:]):
+                self.add(node, "private_torch", f"uses torch internals ({path})")
+            elif path.startswith("torch.cuda.") and path.split(".")[2] in STREAM_NAMES:
+                self.add(node, "side_stream", f"uses {path}: all work must run on the current stream")
+            elif path.startswith("torch.ops.") and len(path.split(".")) > 2 and \
+                    path.split(".")[2] in ("aten", "prims", "quantized", "_c10d_functional", "inductor"):
+                if not self.calibrate and not self.sanctioned:
+                    self.add(node, "torch_compute", f"calls torch operators through {path}")
+            elif path.startswith("torch.backends.") and isinstance(node.ctx, ast.Load) and (
+                    "allow_tf32" in path or "allow_fp16" in path or "allow_bf16" in path or "flags" in path):
+                self.add(node, "precision", f"reads or changes {path}; precision is set by the harness", WARN)
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else None
+        if name in DANGEROUS_BUILTINS:
+            self.add(node, "monkey_patch", f"calls {name}(): dynamic code is not allowed")
+        elif name == "setattr" and node.args and not (isinstance(node.args[0], ast.Name) and node.args[0].id == "self"):
+            self.add(node, "monkey_patch", "setattr on something other than self")
+        elif name == "getattr" and node.args and self.root_is_module(node.args[0]) and not (
+                len(node.args) > 1 and isinstance(node.args[1], ast.Constant)):
+            self.add(node, "monkey_patch", "getattr on a module with a computed name")
+        elif name == "open" and self._open_writes(node):
+            self.add(node, "monkey_patch", "opens a file for writing")
+        path = self.dotted(func)
+        if path is None and isinstance(func, ast.Name) and func.id in self.aliases:
+            path = self.aliases[func.id]
+        if path:
+            self._check_torch_call(node, path)
+        elif isinstance(func, ast.Attribute):
+            self._check_method_call(node, func)
+        self.generic_visit(node)
+
+    @staticmethod
+    def _open_writes(node: ast.Call) -> bool:
+        mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
+        return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and any(c in mode.value for c in "wax+")
+
+    def _check_torch_call(self, node: ast.Call, path: str) -> None:
+        parts = path.split(".")
+        if parts[0] != "torch":
+            return
+        if path in ("torch.compile", "torch.jit.script", "torch.jit.trace") or parts[1:2] == ["compile"]:
+            if not self.calibrate:
+                self.add(node, "torch_compute", f"{path}: compiling with torch is not a CUDA solution")
+            return
+        if len(parts) >= 3 and parts[1] == "cuda":
+            if parts[2] in STREAM_NAMES:
+                return  # reported by visit_Attribute
+            if parts[2] in ("graph", "CUDAGraph", "graphs", "make_graphed_callables") or parts[2] in ALLOWED_TORCH_CUDA_FUNCS:
+                return
+        if len(parts) >= 3 and parts[1] in ("utils", "ops", "backends", "nn", "cuda") and parts[2] in (
+                "cpp_extension", "cuda_ext", "Parameter", "ParameterList", "ParameterDict", "Module",
+                "ModuleList", "ModuleDict", "Identity", "init", "parameter"):
+            return
+        if self.calibrate or self.sanctioned:
+            return
+        compute = False
+        if len(parts) >= 3 and parts[1] in ("nn",) and parts[2] == "functional":
+            compute = True
+        elif len(parts) >= 2 and parts[1] in ("linalg", "fft", "special", "sparse", "nested", "distributions", "signal"):
+            compute = True
+        elif len(parts) == 2 and parts[1] in torch_compute_names():
+            compute = True
+        elif len(parts) >= 3 and parts[1] == "nn" and parts[2][:1].isupper():
+            self.add(node, "torch_compute", f"builds a torch layer {path} outside __init__/prepare", REJECT)
+            return
+        if compute:
+            self._report_compute(node, f"calls {path}")
+
+    def _check_method_call(self, node: ast.Call, func: ast.Attribute) -> None:
+        if self.calibrate or self.sanctioned:
+            return
+        attr = func.attr
+        base = func.value
+        # self.<layer>(...) or self.<layer>.forward(...): a torch layer doing the work
+        if isinstance(base, ast.Name) and base.id == "self" and attr in self.layers:
+            self._report_compute(node, f"calls the torch layer self.{attr}")
+            return
+        if attr == "forward" and isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) \
+                and base.value.id == "self" and base.attr in self.layers:
+            self._report_compute(node, f"calls the torch layer self.{base.attr}.forward")
+            return
+        if attr in tensor_compute_methods():
+            self._report_compute(node, f"calls the tensor method .{attr}()")
+        if self.forward_args and attr.endswith("_") and not attr.endswith("__") and \
+                isinstance(base, ast.Name) and base.id in self.forward_args[-1] and attr not in ("data_ptr",):
+            self.add(node, "input_mutation", f"calls {base.id}.{attr}(): mutates an input in place")
+
+    def _report_compute(self, node: ast.AST, what: str) -> None:
+        in_handler = any(isinstance(p, ast.ExceptHandler) for p in self._parents(node))
+        if in_handler:
+            self.add(node, "fallback", f"{what} in an except branch: falling back to torch compute")
+        else:
+            fn = self.func_stack[-1][0] if self.func_stack else "<module>"
+            self.add(node, "torch_compute", f"{what} in {fn}(); the work must be done by your CUDA kernels "
+                                            "(torch compute is allowed only in __init__ and prepare)")
+
+    def _parents(self, node: ast.AST):
+        p = getattr(node, "_parent", None)
+        while p is not None:
+            yield p
+            p = getattr(p, "_parent", None)
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        if isinstance(node.op, ast.MatMult) and not self.calibrate and not self.sanctioned:
+            self._report_compute(node, "uses the @ operator")
+        self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign) -> None:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        value = node.value
+        for t in targets:
+            self._check_store(node, t)
+            # remember self.<attr> = nn.<Layer>(...) so calling it later is seen as torch compute
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" \
+                    and isinstance(value, ast.Call):
+                path = self.dotted(value.func) or ""
+                parts = path.split(".")
+                if len(parts) >= 3 and parts[0] == "torch" and parts[1] == "nn" and parts[2][:1].isupper() \
+                        and parts[2] not in ("Parameter", "ParameterList", "ParameterDict", "ModuleList",
+                                             "ModuleDict", "Identity"):
+                    self.layers.add(t.attr)
+        self.generic_visit(node)
+
+    visit_AugAssign = visit_Assign
+    visit_AnnAssign = visit_Assign
+
+    def _check_store(self, node: ast.AST, target: ast.AST) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                self._check_store(node, elt)
+            return
+        if isinstance(target, ast.Attribute):
+            root = target
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and (root.id in self.aliases or
+                                               (root.id not in self.local_classes and root.id[:1].isupper()
+                                                and root.id not in ("ModelNew",))):
+                if root.id in self.aliases:
+                    self.add(node, "monkey_patch", f"assigns to {ast.unparse(target)}: patching a module is not allowed")
+            elif isinstance(root, ast.Name) and root.id == "self" and self.func_stack and not self.sanctioned:
+                self.add(node, "output_cache", f"stores self.{target.attr} during a call; results must not be "
+                                               "carried across calls (the harness checks this at run time)", WARN)
+        elif isinstance(target, ast.Subscript):
+            base = target.value
+            if isinstance(base, ast.Name) and self.forward_args and base.id in self.forward_args[-1]:
+                self.add(node, "input_mutation", f"writes into the input {base.id}[...]")
+            elif isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == "self" \
+                    and self.func_stack and not self.sanctioned:
+                self.add(node, "output_cache", f"writes into self.{base.attr}[...] during a call (a cache)", WARN)
+
+
+def _link_parents(tree: ast.AST) -> None:
+    for parent in ast.walk(tree):
+        for child in ast.iter_child_nodes(parent):
+            child._parent = parent  # type: ignore[attr-defined]
+
+
+def check_python(source: str, filename: str, calibrate: bool = False) -> list[Finding]:
+    try:
+        tree = ast.parse(source, filename=filename)
+    except SyntaxError as e:
+        return [Finding("syntax", filename, e.lineno or 0, f"syntax error: {e.msg}")]
+    _link_parents(tree)
+    checker = _PyChecker(filename, calibrate=calibrate)
+    # Pre-pass: collect layers assigned in __init__ before forward is visited.
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            checker.local_classes.add(node.name)
+    checker.visit(tree)
+    findings = checker.findings
+    for s, line in _embedded_cpp(tree):
+        findings.extend(check_cpp(s, filename, line_offset=line - 1))
+    return _dedupe(findings)
+
+
+def _embedded_cpp(tree: ast.AST) -> list[tuple[str, int]]:
+    """C++/CUDA held in Python string literals (``load_inline`` sources)."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) > 30:
+            s = node.value
+            if any(tok in s for tok in ("__global__", "#include", "torch::", "at::", "<<<", "PYBIND11")):
+                out.append((s, node.lineno))
+    return out
+
+
+# ----------------------------------------------------------------------------- C++/CUDA rules
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
+_NS_CALL = re.compile(r"\b((?:at|torch|c10|aten)(?:::\w+)+)\s*(?:<[^<>;]*>)?\s*\(")
+_METHOD_CALL = re.compile(r"(?:\.|->)\s*(\w+)\s*\(")
+
+CPP_RULES: list[tuple[str, re.Pattern, str, str]] = [
+    ("side_stream", re.compile(r"\bcudaStreamCreate\w*\s*\(|\bcudaStreamPerThread\b|\bcudaLaunchHostFunc\b|"
+                               r"\bcudaStreamAddCallback\b|\bgetStreamFromPool\b|\bcuStreamCreate\w*\b"),
+     "creates or uses a side stream or a host callback; launch on the current stream", REJECT),
+    ("threads", re.compile(r"\bstd::thread\b|\bstd::async\b|\bstd::jthread\b|\bpthread_create\b|\bfork\s*\(|"
+                           r"\bpopen\s*\(|(?<![\w:])system\s*\(|\bstd::system\b|#\s*include\s*<thread>|"
+                           r"#\s*include\s*<future>|\bomp\s+parallel\b"),
+     "starts threads or processes", REJECT),
+    ("torch_compute", re.compile(r"\baoti_torch_call_dispatcher\b|\baoti_torch_aten_\w+|\baoti_torch_cuda_\w+\(|"
+                                 r"\bc10::Dispatcher\b|\bfindSchema\b|\bcallBoxed\b|\bat::_ops::|\bat::native::"),
+     "calls torch operators from C++", REJECT),
+    ("forbidden_import", re.compile(r"\bdlopen\s*\(|\bdlsym\s*\(|\bPyRun_\w+|\bPyImport_\w+|"
+                                    r"\b(?:py|pybind11)::module_?::import\b|\bPyObject_Call\w*"),
+     "loads code or calls Python at run time", REJECT),
+    ("output_cache", re.compile(r"\bstatic\s+(?:const\s+)?(?:(?:at|torch|torch::stable)::)?Tensor\b|"
+                                r"\bstatic\s+std::(?:vector|unordered_map|map)\s*<\s*(?:(?:at|torch)::)?Tensor"),
+     "keeps a tensor in a static variable across calls (an output cache)", REJECT),
+    ("output_cache", re.compile(r"\bstatic\s+(?:std::)?(?:unordered_)?map\s*<\s*(?:const\s+)?(?:void|float|"
+                                r"uintptr_t|int64_t|size_t|long)\s*\*?"),
+     "a static map keyed by pointers or sizes; results must not be cached across calls", WARN),
+    ("precision", re.compile(r"\bCUBLAS_COMPUTE_32F_FAST_\w+|\bCUBLAS_TF32_TENSOR_OP_MATH\b|"
+                             r"\bwmma::precision::tf32\b|\bCUDNN_TENSOR_OP_MATH\w*\b|\bCUDNN_DEFAULT_MATH\b|"
+                             r"\.tf32\b|\b__float2half\w*|\b__float2bfloat16\w*"),
+     "lower-precision arithmetic: in strict fp32 mode the result must still match at fp32 accuracy", WARN),
+]
+
+
+def _strip_cpp(src: str) -> str:
+    """Blank out comments and string literals, keeping line numbers."""
+    def blank(m: re.Match) -> str:
+        return re.sub(r"[^\n]", " ", m.group(0))
+    return _STRING.sub(blank, _COMMENT.sub(blank, src))
+
+
+def check_cpp(source: str, filename: str, line_offset: int = 0) -> list[Finding]:
+    src = _strip_cpp(source)
+    findings: list[Finding] = []
+
+    def line_of(pos: int) -> int:
+        return src.count("\n", 0, pos) + 1 + line_offset
+
+    for rule, pattern, message, severity in CPP_RULES:
+        for m in pattern.finditer(src):
+            findings.append(Finding(rule, filename, line_of(m.start()), f"{message} ({m.group(0).strip()})", severity))
+    compute = torch_compute_names()
+    for m in _NS_CALL.finditer(src):
+        path = m.group(1)
+        last = path.split("::")[-1]
+        if "::cuda::" in path or path.startswith("c10::cuda") or last in ALLOWED_CPP_NAMES:
+            continue
+        if last in compute or last.rstrip("_") in compute:
+            findings.append(Finding("torch_compute", filename, line_of(m.start()),
+                                    f"calls the torch operator {path}() in C++; write the kernel instead"))
+    for m in _METHOD_CALL.finditer(src):
+        name = m.group(1)
+        if name in CPP_COMPUTE_METHODS:
+            findings.append(Finding("torch_compute", filename, line_of(m.start()),
+                                    f"calls .{name}() on a tensor in C++; write the kernel instead"))
+    return findings
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    seen, out = set(), []
+    for f in findings:
+        key = (f.rule, f.file, f.line, f.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+# ----------------------------------------------------------------------------- entry point
+
+def check_solution(solution: Solution, calibrate: bool = False) -> list[Finding]:
+    """All static findings for a solution (empty list: nothing to object to)."""
+    if solution.kind == REFERENCE:
+        return []
+    findings: list[Finding] = []
+    if solution.kind == WORKSPACE and not solution.model_file.is_file():
+        findings.append(Finding("layout", solution.display(solution.model_file), 0,
+                                "no model_new.py: a workspace solution needs model_new.py defining ModelNew"))
+    for path in solution.source_files():
+        name = solution.display(path)
+        try:
+            text = solution.read(path)
+        except (OSError, SolutionError) as e:
+            findings.append(Finding("layout", name, 0, f"cannot read: {e}"))
+            continue
+        if path.suffix == ".py":
+            findings.extend(check_python(text, name, calibrate=calibrate))
+        else:
+            findings.extend(check_cpp(text, name))
+    model_file = solution.model_file
+    if model_file.is_file() and not any(f.rule == "syntax" for f in findings):
+        tree = ast.parse(solution.read(model_file))
+        if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in ast.walk(tree)):
+            findings.append(Finding("layout", solution.display(model_file), 0, "defines no class ModelNew"))
+    return _dedupe(findings)
+
+
+def rejecting(findings: list[Finding]) -> list[Finding]:
+    return [f for f in findings if f.severity == REJECT]

@@ -1,0 +1,313 @@
+"""The GPU worker process: ``python -m cuda_agent.sandbox.worker FD``.
+
+One worker plays one role for one evaluation, then exits:
+
+* ``reference``: runs the task's own ``Model`` (trusted): initial weights, reference outputs,
+  eager and ``torch.compile`` timings.
+* ``candidate``: runs ``ModelNew`` (untrusted). The harness's timers, synchronization and
+  guards are imported and referenced *before* the candidate is, and checked for tampering
+  after every phase. The candidate never sees reference outputs; it returns its own outputs
+  and the evaluator compares them in another process.
+
+Messages from the evaluator are pickles (the evaluator is trusted). Replies are written with
+``torch.save`` and read back with ``torch.load(weights_only=True)``, so a compromised worker
+cannot run code in the evaluator by crafting its reply.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import os
+import pickle
+import sys
+import threading
+import time
+import traceback
+
+import torch
+
+from . import guards, timing
+from .guards import TorchOpGuard, bitwise_equal, integrity_diff, integrity_snapshot, overlaps, storages
+from .timing import InputRing, L2Flusher
+
+_save = torch.save
+_sync = torch.cuda.synchronize
+_active_count = threading.active_count
+_perf = time.perf_counter
+
+
+def set_precision(mode: str) -> None:
+    tf32 = mode == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+
+
+def precision_state() -> dict:
+    return {"matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+            "float32_matmul_precision": torch.get_float32_matmul_precision()}
+
+
+def _load_module(name: str, path: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _to_cpu(obj):
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(o) for o in obj) if isinstance(obj, tuple) else [_to_cpu(o) for o in obj]
+    if isinstance(obj, (int, float, bool)) or obj is None:
+        return obj
+    return f"<unsupported output type {type(obj).__module__}.{type(obj).__qualname__}>"
+
+
+def _leaves(obj):
+    if isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from _leaves(o)
+    else:
+        yield obj
+
+
+class Worker:
+    def __init__(self, conn):
+        self.conn = conn
+        self._send_bytes = conn.send_bytes
+        self.device = torch.device("cuda", 0)
+        self.role = None
+        self.model = None
+        self.compiled = None
+        self.timing_state = None
+        self.snapshot = None
+        self.prev_outputs = None
+        self.gap_ms = None
+        self.flush = None
+
+    # -- plumbing
+    def send(self, obj) -> None:
+        buf = io.BytesIO()
+        _save(obj, buf)
+        self._send_bytes(buf.getvalue())
+
+    def serve(self) -> None:
+        while True:
+            try:
+                msg = pickle.loads(self.conn.recv_bytes())
+            except EOFError:
+                return
+            op = msg["op"]
+            if op == "exit":
+                self.send({"ok": True})
+                return
+            try:
+                reply = getattr(self, f"op_{op}")(msg)
+            except BaseException as e:  # noqa: BLE001 - every failure is reported as data
+                self.send({"error": traceback.format_exc(), "error_type": type(e).__name__,
+                           "message": str(e)[:2000], "phase": op})
+                return  # the context may be poisoned: never reuse this process
+            self.send(reply)
+
+    def _integrity(self) -> list[str]:
+        if self.snapshot is None:
+            return []
+        return integrity_diff(self.snapshot, integrity_snapshot((guards, timing, sys.modules[__name__])))
+
+    # -- ops
+    def op_setup(self, msg: dict) -> dict:
+        self.role = msg["role"]
+        self.strict = msg.get("strict", True) and self.role == "candidate" and not msg.get("calibrate")
+        set_precision(msg["precision"])
+        torch.cuda.set_device(self.device)
+        torch.empty(1, device=self.device)
+        self.flush = L2Flusher(self.device)
+        self.gap_ms = timing.measure_gap(self.device, self.flush)
+        info = {"gap_ms": self.gap_ms, "precision": precision_state(),
+                "gpu": torch.cuda.get_device_name(self.device), "torch": torch.__version__}
+        if self.role == "reference" or msg.get("calibrate"):
+            task = _exec_task(msg["task_source"], msg["task_origin"])
+            torch.manual_seed(msg["seed"])
+            model = task.Model(*msg["init_inputs"])
+            if self.role == "reference":
+                info["state_dict"] = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+            else:
+                model.load_state_dict(msg["state_dict"])
+            self.model = model.to(self.device)
+            return info
+        # candidate: snapshot the harness first, then import the candidate
+        self.snapshot = integrity_snapshot((guards, timing, sys.modules[__name__]))
+        sol = msg["solution"]
+        if sol.get("library"):
+            if sol.get("python_module"):
+                _load_module("cuda_ext", sol["library"])
+            else:
+                torch.ops.load_library(sol["library"])
+                sys.modules["cuda_ext"] = torch.ops.cuda_ext
+        sys.path.insert(0, sol["root"])
+        module = _load_module("model_new", sol["model_file"])
+        cls = getattr(module, "ModelNew", None)
+        if cls is None:
+            raise RuntimeError(f"{os.path.basename(sol['model_file'])} defines no ModelNew")
+        torch.manual_seed(msg["seed"])
+        model = cls(*msg["init_inputs"])
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError("ModelNew must be a torch.nn.Module")
+        try:
+            model.load_state_dict(msg["state_dict"])
+        except RuntimeError as e:
+            raise RuntimeError("ModelNew must accept load_state_dict(Model(...).state_dict()): "
+                               + str(e).split("\n\t", 1)[-1][:1500]) from None
+        self.model = model.to(self.device)
+        prepare = getattr(self.model, "prepare", None)
+        if callable(prepare):
+            with torch.no_grad():
+                prepare()
+            _sync()
+        info["has_prepare"] = callable(prepare)
+        info["integrity"] = self._integrity()
+        info["threads"] = _active_count()
+        return info
+
+    def _call(self, inputs: list, guarded: bool) -> tuple[object, list[str]]:
+        guard = TorchOpGuard() if guarded else contextlib.nullcontext()
+        with torch.no_grad(), guard:
+            out = self.model(*inputs)
+        _sync()
+        return out, (guard.violations if guarded else [])
+
+    def _checked_trial(self, bufs: list, out_bytes: list[int]) -> dict:
+        candidate = self.role == "candidate"
+        clones = [b.clone() if isinstance(b, torch.Tensor) else b for b in bufs]
+        if candidate and self.strict:
+            guards.poison_allocator(self.device, out_bytes)
+        threads_before = _active_count()
+        out, violations = self._call(bufs, guarded=candidate and self.strict)
+        flags = []
+        if candidate:
+            for leaf in _leaves(out):
+                if isinstance(leaf, torch.Tensor):
+                    if type(leaf) is not torch.Tensor:
+                        flags.append(f"lazy_output: output is a {type(leaf).__qualname__}, not a plain torch.Tensor")
+                    elif leaf.device.type != "cuda":
+                        flags.append("output_not_on_gpu: an output tensor lives on the CPU")
+            if overlaps(storages(out), storages(bufs)):
+                flags.append("output_aliases_input: an output shares memory with an input")
+            if self.prev_outputs is not None and overlaps(storages(out), storages(self.prev_outputs)):
+                flags.append("output_reused: an output shares memory with the previous call's output, "
+                             "which the caller still holds")
+            if any(isinstance(b, torch.Tensor) and not bitwise_equal(b, c) for b, c in zip(bufs, clones)):
+                flags.append("input_mutated: forward changed an input tensor")
+            if _active_count() > threads_before:
+                flags.append("threads: forward left threads running")
+        self.prev_outputs = out
+        return {"output": _to_cpu(out), "violations": violations, "flags": flags}
+
+    def op_trials(self, msg: dict) -> dict:
+        results, prev = [], None
+        for cpu_set, reuse in zip(msg["inputs"], msg["reuse"]):
+            if reuse and prev is not None:
+                for b, x in zip(prev, cpu_set):
+                    if isinstance(b, torch.Tensor):
+                        b.copy_(x)
+                bufs = prev
+            else:
+                bufs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in cpu_set]
+            if self.role == "reference":
+                try:
+                    results.append(self._checked_trial(bufs, []))
+                except Exception as e:  # a task that rejects some inputs (e.g. signed ones)
+                    if _is_cuda_fault(e):
+                        raise
+                    results.append({"error": f"{type(e).__name__}: {str(e)[:500]}"})
+            else:
+                results.append(self._checked_trial(bufs, msg.get("out_bytes", [])))
+            prev = bufs
+        return {"trials": results, "integrity": self._integrity(), "threads": _active_count()}
+
+    def op_prepare_timing(self, msg: dict) -> dict:
+        fn = self.model
+        first_call_s = None
+        if msg.get("target") == "compile":
+            if self.compiled is None:
+                self.compiled = torch.compile(self.model)
+            fn = self.compiled
+        ring = InputRing(msg["inputs"], self.device)
+        with torch.no_grad():
+            t0 = _perf()
+            fn(*ring.next())
+            _sync()
+            first_call_s = _perf() - t0
+            n_iters, est = timing.plan_iterations(fn, ring, self.flush, msg["warmup_ms"], msg["rep_ms"],
+                                                  msg["min_iters"], msg["max_iters"])
+        self.timing_state = (fn, ring, n_iters)
+        return {"n_iters": n_iters, "est_ms": est, "first_call_s": first_call_s, "integrity": self._integrity()}
+
+    def op_time(self, msg: dict) -> dict:
+        fn, ring, n_iters = self.timing_state
+        with torch.no_grad():
+            res = timing.run_timed(fn, ring, self.flush, n_iters)
+        res["gap_ms"] = self.gap_ms
+        res["integrity"] = self._integrity()
+        res["threads"] = _active_count()
+        return res
+
+    def op_recheck(self, msg: dict) -> dict:
+        """New values written into the timing buffers (same addresses), checked trials again."""
+        _fn, ring, _n = self.timing_state
+        bufsets = ring.overwrite(msg["inputs"])
+        self.prev_outputs = None
+        results = [self._checked_trial(bufs, msg.get("out_bytes", [])) for bufs in bufsets[: len(msg["inputs"])]]
+        return {"trials": results, "integrity": self._integrity(), "threads": _active_count()}
+
+    def op_profile(self, msg: dict) -> dict:
+        from torch.profiler import ProfilerActivity, profile
+
+        fn, ring, _n = self.timing_state
+        with torch.no_grad():
+            fn(*ring.next())
+            _sync()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(msg.get("iters", 3)):
+                    fn(*ring.next())
+                _sync()
+        kernels = []
+        for e in prof.key_averages():
+            t = getattr(e, "device_time_total", None)
+            if t is None:
+                t = getattr(e, "cuda_time_total", 0)
+            if t and t > 0:
+                kernels.append({"name": e.key, "count": int(e.count), "cuda_us": float(t)})
+        kernels.sort(key=lambda k: -k["cuda_us"])
+        return {"kernels": kernels, "iters": msg.get("iters", 3), "integrity": self._integrity()}
+
+
+def _is_cuda_fault(e: BaseException) -> bool:
+    return isinstance(e, getattr(torch, "AcceleratorError", ())) or "CUDA error" in str(e)
+
+
+def _exec_task(source: str, origin: str):
+    import types
+
+    module = types.ModuleType("_cuda_agent_task")
+    module.__file__ = origin
+    sys.modules["_cuda_agent_task"] = module
+    exec(compile(source, origin, "exec"), module.__dict__)
+    return module
+
+
+def main() -> None:
+    from multiprocessing.connection import Connection
+
+    conn = Connection(int(sys.argv[1]))
+    Worker(conn).serve()
+
+
+if __name__ == "__main__":
+    main()
