@@ -96,7 +96,9 @@ def _compare_tensor(path: str, g: torch.Tensor, w: torch.Tensor, precision: str,
             c.worst = f"{path}: {n} of {w.numel()} elements differ"
             c.rel_err = max(c.rel_err, float("inf"))
         return
-    g64, w64 = g.double(), w.double()
+    # float32 arithmetic (float64 for float64 outputs), norms accumulated in float64
+    wide = torch.float64 if w.dtype == torch.float64 else torch.float32
+    g64, w64 = g.to(wide), w.to(wide)
     g_fin, w_fin = torch.isfinite(g64), torch.isfinite(w64)
     if not torch.equal(g_fin, w_fin) or not torch.equal(torch.isnan(g64), torch.isnan(w64)) or \
             not torch.equal(g64[~w_fin & ~torch.isnan(w64)], w64[~w_fin & ~torch.isnan(w64)]):
@@ -105,11 +107,13 @@ def _compare_tensor(path: str, g: torch.Tensor, w: torch.Tensor, precision: str,
                      f"({n_bad} positions; reference has {int((~w_fin).sum())} NaN/Inf)")
         c.rel_err = float("inf")
         return
-    gd, wd = g64[w_fin], w64[w_fin]
-    diff = (gd - wd)
+    all_finite = bool(w_fin.all())
+    gd, wd = (g64, w64) if all_finite else (g64[w_fin], w64[w_fin])
+    diff = gd - wd
     max_abs = float(diff.abs().max()) if diff.numel() else 0.0
-    ref_norm = float(wd.norm()) if wd.numel() else 0.0
-    rel = float(diff.norm()) / ref_norm if ref_norm > 0 else (0.0 if max_abs == 0 else float("inf"))
+    ref_norm = float(torch.linalg.vector_norm(wd, dtype=torch.float64)) if wd.numel() else 0.0
+    diff_norm = float(torch.linalg.vector_norm(diff, dtype=torch.float64)) if diff.numel() else 0.0
+    rel = diff_norm / ref_norm if ref_norm > 0 else (0.0 if max_abs == 0 else float("inf"))
     tol = tolerance(w.dtype, precision)
     c.tolerance = max(c.tolerance, tol)
     if rel > c.rel_err:

@@ -33,7 +33,7 @@ class SandboxConfig:
     """Timing budget; the iteration count is derived from it and clamped to [min_iters, max_iters]."""
     min_iters: int = 10
     max_iters: int = 2000
-    rotate_bytes: int = 1 << 30
+    rotate_bytes: int = 512 << 20
     """Upper bound on the memory spent on rotated input sets (2 to 4 sets)."""
     build_timeout_s: float = 300.0
     run_timeout_s: float = 180.0
@@ -45,6 +45,9 @@ class SandboxConfig:
     strict: bool = True
     """Dynamic guards (dispatch guard, integrity checks, kernel census) on. Off only to measure
     their cost; static rules always run."""
+    static_rules: bool = True
+    """Apply the static honesty rules. Off only in tests that prove each dynamic defense holds on
+    its own (syntax and layout problems are still reported)."""
     calibrate: bool = False
     """Evaluate the task's own Model as the candidate, skipping the torch-op rules
     (speedup_vs_eager should come out at 1.00)."""

@@ -270,12 +270,14 @@ class Worker:
         from torch.profiler import ProfilerActivity, profile
 
         fn, ring, _n = self.timing_state
+        iters = msg.get("iters", 3)
+        sets = [ring.next() for _ in range(iters)]  # refreshed outside the trace: only forward is traced
         with torch.no_grad():
-            fn(*ring.next())
+            fn(*sets[0])
             _sync()
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                for _ in range(msg.get("iters", 3)):
-                    fn(*ring.next())
+                for inputs in sets:
+                    fn(*inputs)
                 _sync()
         kernels = []
         for e in prof.key_averages():

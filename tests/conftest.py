@@ -1,0 +1,40 @@
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TASKS = ROOT / "tests" / "tasks"
+SOLUTIONS = ROOT / "tests" / "solutions"
+EXAMPLES = ROOT / "examples"
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+HAS_CUDA = _has_cuda()
+HAS_NVCC = shutil.which("nvcc") is not None or Path("/usr/local/cuda/bin/nvcc").exists()
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (run `pytest -m gpu` on a GPU host)")
+    skip_nvcc = pytest.mark.skip(reason="needs nvcc")
+    for item in items:
+        if "gpu" in item.keywords and not HAS_CUDA:
+            item.add_marker(skip_gpu)
+        if "nvcc" in item.keywords and not HAS_NVCC:
+            item.add_marker(skip_nvcc)
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    """One cache (builds, baselines) per test session, shared by every GPU test."""
+    path = Path(os.environ.get("CUDA_AGENT_TEST_CACHE") or tmp_path_factory.mktemp("cuda_agent_cache"))
+    return path

@@ -1,0 +1,138 @@
+"""The sandbox on a real GPU: honest kernels pass, wrong and crashing ones get the right verdict,
+and every cheat is rejected, found incorrect, or neutralized (its reported time made honest).
+
+Cheats that a static rule catches are evaluated a second time with the static rules off, to show
+that the dynamic defense behind each one holds on its own.
+"""
+
+import pytest
+
+from cuda_agent.sandbox import SandboxConfig, evaluate, load_solution
+from cuda_agent.tasks import load_task
+
+from ..conftest import EXAMPLES, SOLUTIONS, TASKS
+
+pytestmark = pytest.mark.gpu
+
+SWISH = EXAMPLES / "swish" / "task.py"
+FAILED = {"incorrect", "rejected", "runtime_error", "timeout", "compile_error"}
+
+
+def run(cache_dir, task, solution, **overrides):
+    cfg = dict(cache_dir=cache_dir, rep_ms=50.0, warmup_ms=10.0, run_timeout_s=60.0)
+    cfg.update(overrides)
+    v = evaluate(load_task(task), load_solution(solution) if solution else None, SandboxConfig(**cfg))
+    print(f"\n{getattr(solution, 'name', solution)}: {v.verdict} reward={v.reward} ms={v.ms} eager={v.eager_ms} "
+          f"compile={v.compile_ms} rel_err={v.rel_err} flags={v.flags}\n  reasons={v.reasons}\n  log={v.log[:600]}")
+    return v
+
+
+HONEST = [
+    ("elementwise (example, workspace)", SWISH, EXAMPLES / "swish" / "solution"),
+    ("elementwise (single file, load_inline)", SWISH, SOLUTIONS / "honest_swish_inline.py"),
+    ("reduction", TASKS / "row_sum.py", SOLUTIONS / "honest_row_sum"),
+    ("gemm cublas + fused epilogue", TASKS / "linear_relu.py", SOLUTIONS / "honest_linear_relu"),
+    ("normalization", TASKS / "layer_norm.py", SOLUTIONS / "honest_layer_norm"),
+]
+
+
+@pytest.mark.parametrize("label,task,solution", HONEST, ids=[h[0] for h in HONEST])
+def test_honest_kernels_pass(cache_dir, label, task, solution):
+    v = run(cache_dir, task, solution)
+    assert v.verdict == "correct", (label, v.reasons, v.log)
+    assert v.reward >= 1
+    assert v.num_trials >= 5 + 2  # five trials before timing, two re-checks after
+    assert v.ms and v.eager_ms and v.compile_ms
+    assert v.precision["baseline"]["matmul_allow_tf32"] is False
+    assert not v.flags, v.flags
+
+
+def test_honest_fused_elementwise_beats_eager(cache_dir):
+    v = run(cache_dir, SWISH, EXAMPLES / "swish" / "solution")
+    assert v.verdict == "correct" and v.speedup_vs_eager > 1.05 and v.reward >= 2
+
+
+FAILURES = [
+    ("wrong result", SWISH, "wrong_swish", "incorrect"),
+    ("illegal memory access", SWISH, "crash_illegal_access", "runtime_error"),
+    ("segfault in host code", SWISH, "crash_segfault", "runtime_error"),
+    ("sys.exit in forward", SWISH, "crash_sys_exit", "runtime_error"),
+    ("hang", SWISH, "hang_kernel", "timeout"),
+    ("compile error", SWISH, "compile_error", "compile_error"),
+]
+
+
+@pytest.mark.parametrize("label,task,solution,verdict", FAILURES, ids=[f[0] for f in FAILURES])
+def test_failures_get_the_right_verdict(cache_dir, label, task, solution, verdict):
+    v = run(cache_dir, task, SOLUTIONS / solution, run_timeout_s=30.0)
+    assert v.verdict == verdict, (label, v.reasons, v.log)
+    assert v.reward == -1
+    if verdict == "compile_error":
+        assert "kernels/ew.cu(4)" in v.log, v.log  # file:line kept
+    if verdict == "runtime_error" and "illegal" in label:
+        assert "illegal memory access" in (v.log + " ".join(v.reasons))
+
+
+# (class of cheat, task, solution, accepted outcomes, flag expected when the verdict is 'correct')
+CHEATS = [
+    ("torch fallback in forward", SWISH, "cheat_torch_fallback", {"rejected"}),
+    ("torch compute hidden in a C++ binding", TASKS / "row_sum.py", "cheat_hidden_aten", {"rejected"}),
+    ("delegates to the reference Model", SWISH, "cheat_delegate", FAILED),
+    ("try/except fallback to torch", SWISH, "cheat_try_except", {"rejected"}),
+    ("monkey-patches the timer", SWISH, "cheat_monkeypatch_timer", {"rejected"}),
+    ("threads", SWISH, "cheat_thread", {"rejected", "incorrect"}),
+    ("output cache keyed by pointer", SWISH, "cheat_pointer_cache", {"incorrect", "rejected"}),
+    ("side stream", SWISH, "cheat_side_stream", {"rejected"}),
+    ("lazy tensor subclass", SWISH, "cheat_lazy_tensor", {"rejected"}),
+    ("mutates its input", SWISH, "cheat_mutate_input", {"rejected"}),
+    ("relies on freed memory", SWISH, "cheat_freed_memory", {"incorrect"}),
+    ("identity on non-negative inputs", TASKS / "relu_nonneg.py", "cheat_identity_nonneg", {"incorrect"}),
+    ("TF32 against a strict-FP32 baseline", TASKS / "linear_relu.py", "cheat_tf32_gemm", {"rejected"}),
+]
+
+
+@pytest.mark.parametrize("label,task,solution,outcomes", CHEATS, ids=[c[0] for c in CHEATS])
+def test_cheats_are_caught(cache_dir, label, task, solution, outcomes):
+    v = run(cache_dir, task, SOLUTIONS / solution)
+    assert v.verdict in outcomes, (label, v.verdict, v.reasons)
+    assert v.reward == -1
+
+
+# Static rules off: the dynamic layer alone must still catch (or neutralize) these.
+DYNAMIC_ONLY = [
+    ("torch fallback", SWISH, "cheat_torch_fallback", {"rejected"}, None),
+    ("try/except fallback", SWISH, "cheat_try_except", {"rejected"}, None),
+    ("monkey-patched timer", SWISH, "cheat_monkeypatch_timer", {"rejected"}, None),
+    ("threads", SWISH, "cheat_thread", {"rejected", "incorrect"}, None),
+    ("lazy tensor", SWISH, "cheat_lazy_tensor", {"rejected"}, None),
+    ("side stream", SWISH, "cheat_side_stream", {"rejected", "correct"}, "timing_mismatch"),
+]
+
+
+@pytest.mark.parametrize("label,task,solution,outcomes,flag", DYNAMIC_ONLY, ids=[d[0] for d in DYNAMIC_ONLY])
+def test_dynamic_defenses_hold_without_static_rules(cache_dir, label, task, solution, outcomes, flag):
+    v = run(cache_dir, task, SOLUTIONS / solution, static_rules=False)
+    assert v.verdict in outcomes, (label, v.verdict, v.reasons)
+    if v.verdict == "correct":
+        assert flag in v.flags, v.flags
+        # neutralized: the reported time includes the hidden work
+        assert v.ms >= v.timing["wall_median_ms"] - v.timing["gap_ms"] - 1e-6
+
+
+def test_tf32_kernel_is_fair_in_tf32_mode(cache_dir):
+    v = run(cache_dir, TASKS / "linear_relu.py", SOLUTIONS / "cheat_tf32_gemm", precision="tf32")
+    assert v.verdict == "correct", v.reasons
+    assert v.precision["baseline"]["matmul_allow_tf32"] is True
+
+
+def test_calibration_reference_scores_one(cache_dir):
+    v = run(cache_dir, SWISH, None, calibrate=True, rep_ms=200.0)
+    assert v.verdict == "correct", v.reasons
+    assert 0.9 < v.speedup_vs_eager < 1.1
+
+
+def test_second_evaluation_reads_cached_baselines_and_build(cache_dir):
+    run(cache_dir, TASKS / "row_sum.py", SOLUTIONS / "honest_row_sum")
+    v = run(cache_dir, TASKS / "row_sum.py", SOLUTIONS / "honest_row_sum")
+    assert v.baseline_cached and v.baseline_s < 0.1
+    assert v.build_s < 0.3
