@@ -15,6 +15,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("cuda_agent.sandbox.commands.eval_cmd", "evaluate a solution against a task: correctness, honesty, speed"),
     "check": ("cuda_agent.sandbox.commands.check_cmd", "run the static honesty rules on a solution (no GPU needed)"),
+    "synth": ("cuda_agent.synth.command", "synthesize KernelBench-format training tasks; `synth filter` runs the GPU checks"),
 }
 
 EXIT_BAD_INPUT = 2

@@ -590,7 +590,7 @@ def _finite(out: Any) -> bool:
 
 
 def _range_of(out: torch.Tensor) -> str:
-    lo, hi = float(out.min()), float(out.max())
+    lo, hi = float(out.detach().min()), float(out.detach().max())
     if lo > 0 and hi < 1:
         return "prob"
     if lo >= -1 and hi <= 1:
