@@ -689,7 +689,8 @@ def probe(op: OpSpec) -> tuple[OpSpec | None, str]:
                      if s.role == "operand" else s for s in new_slots]
     # Behaviour fingerprint over every accepted rank, for alias folding.
     prints = []
-    for r, t in sorted(ok.items()):
+    # Ranks >= 2 only: modules are not probed on rank 1, their function twins are.
+    for r, t in sorted((r, t) for r, t in ok.items() if r >= 2 or max(ok) < 2):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:

@@ -25,6 +25,7 @@ Set by the pipeline: ``decontam`` (:mod:`.decontam`) and ``dedup``.
 from __future__ import annotations
 
 import re
+import sys
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -181,6 +182,7 @@ def check_cpu(source: str, name: str = "task", dynamo: bool = True, seed: int = 
             res["dynamo"], extras["graph_breaks"] = dynamo_check(model, inputs_a, out1)
         else:
             res["dynamo"] = "skipped: an earlier check failed"
+    sys.modules.pop(module.__name__, None)  # thousands of tasks per process: do not keep them
     return CheckResult(res, extras)
 
 

@@ -192,8 +192,8 @@ def load_kernelbench(cfg: SynthConfig):
 def synthesize(cfg: SynthConfig) -> Summary:
     """Run (or resume) a synthesis and write ``cfg.out``. Raises ConfigError on bad input."""
     t0 = time.monotonic()
+    kb = load_kernelbench(cfg)  # cheap, and the likelier bad input: fail fast
     catalog = load_catalog(cfg)
-    kb = load_kernelbench(cfg)
     gpu = None
     if cfg.device == "cuda":
         from .gpu import GpuChecker
