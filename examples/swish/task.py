@@ -2,7 +2,7 @@
 import torch
 import torch.nn as nn
 
-rows = 8192
+rows = 4096
 cols = 8192
 
 

@@ -2,7 +2,7 @@
 import torch
 import torch.nn as nn
 
-batch = 8192
+batch = 4096
 hidden = 4096
 
 

@@ -2,7 +2,7 @@
 import torch
 import torch.nn as nn
 
-batch = 4096
+batch = 2048
 dim = 8192
 
 

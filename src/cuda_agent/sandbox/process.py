@@ -87,7 +87,12 @@ class WorkerProcess:
             code = self.proc.wait()
             raise WorkerDied(f"{self.label} exited with code {code} during '{msg['op']}'"
                              f"{_signal_name(code)}", self.read_log()) from None
-        reply = torch.load(io.BytesIO(data), weights_only=True)
+        try:
+            reply = torch.load(io.BytesIO(data), weights_only=True)
+        except Exception as e:  # noqa: BLE001 - a reply we refuse to unpickle is a broken worker
+            self.kill()
+            raise WorkerDied(f"{self.label} sent a reply that is not plain data ({type(e).__name__})",
+                             self.read_log()) from None
         if not isinstance(reply, dict):
             self.kill()
             raise WorkerDied(f"{self.label} sent a malformed reply", self.read_log())

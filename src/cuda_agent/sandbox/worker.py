@@ -130,7 +130,7 @@ class Worker:
         self.flush = L2Flusher(self.device)
         self.gap_ms = timing.measure_gap(self.device, self.flush)
         info = {"gap_ms": self.gap_ms, "precision": precision_state(),
-                "gpu": torch.cuda.get_device_name(self.device), "torch": torch.__version__}
+                "gpu": str(torch.cuda.get_device_name(self.device)), "torch": str(torch.__version__)}
         if self.role == "reference" or msg.get("calibrate"):
             task = _exec_task(msg["task_source"], msg["task_origin"])
             torch.manual_seed(msg["seed"])
@@ -142,6 +142,7 @@ class Worker:
             self.model = model.to(self.device)
             return info
         # candidate: snapshot the harness first, then import the candidate
+        guards.settle_harness(self.device)
         self.snapshot = integrity_snapshot((guards, timing, sys.modules[__name__]))
         sol = msg["solution"]
         if sol.get("library"):
@@ -230,6 +231,16 @@ class Worker:
                 results.append(self._checked_trial(bufs, msg.get("out_bytes", [])))
             prev = bufs
         return {"trials": results, "integrity": self._integrity(), "threads": _active_count()}
+
+    def op_compile(self, msg: dict) -> dict:
+        """torch.compile the reference and run it once (compilation is CPU work: done before the
+        evaluator takes the GPU lock)."""
+        t0 = _perf()
+        self.compiled = torch.compile(self.model)
+        with torch.no_grad():
+            self.compiled(*[x.to(self.device) if isinstance(x, torch.Tensor) else x for x in msg["inputs"]])
+        _sync()
+        return {"compile_s": _perf() - t0}
 
     def op_prepare_timing(self, msg: dict) -> dict:
         fn = self.model

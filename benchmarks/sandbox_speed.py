@@ -1,0 +1,125 @@
+"""Sandbox speed figures (issue: sandbox core), measured side by side in one run on the GPU host.
+
+    python3 benchmarks/sandbox_speed.py [--out results.json] [--skip-load-inline]
+
+1. Cold build of a one-kernel workspace solution vs ``load_inline`` with torch/extension.h for
+   the same kernel (fresh caches for both), and the rebuild of unchanged sources.
+2. Baselines: a first and a second evaluation of the same task (the second reads SQLite).
+3. Repeatability: the same solution evaluated in 5 separate processes (``cuda-agent eval``).
+4. Calibration: the task's own Model as the candidate (``--calibrate``).
+5. Cost of hardening: the same evaluation with the dynamic guards off (``--no-strict``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SWISH_WS = ROOT / "examples" / "swish" / "solution"
+SWISH_INLINE = ROOT / "tests" / "solutions" / "honest_swish_inline.py"
+GEMM_TASK = ROOT / "tests" / "tasks" / "linear_relu.py"
+GEMM_SOL = ROOT / "tests" / "solutions" / "honest_linear_relu"
+
+
+def timed_subprocess(cmd: list[str], env: dict | None = None) -> tuple[float, subprocess.CompletedProcess]:
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    return time.perf_counter() - t0, p
+
+
+def eval_json(args: list[str], cache: Path) -> dict:
+    env = dict(os.environ, CUDA_AGENT_CACHE=str(cache))
+    p = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "eval", *args, "--json"], env=env,
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"eval failed: {p.stderr[-2000:]}")
+    return json.loads(p.stdout)
+
+
+def bench_build(skip_inline: bool) -> dict:
+    from cuda_agent.sandbox import SandboxConfig, build, load_solution
+
+    out: dict = {}
+    if not skip_inline:
+        import_s, _ = timed_subprocess([sys.executable, "-c", "import torch, torch.utils.cpp_extension"])
+        ext_dir = tempfile.mkdtemp(prefix="li_")
+        env = dict(os.environ, TORCH_EXTENSIONS_DIR=ext_dir)
+        env.pop("TORCH_CUDA_ARCH_LIST", None)
+        total, p = timed_subprocess([sys.executable, "-c", f"import runpy; runpy.run_path({str(SWISH_INLINE)!r})"], env)
+        if p.returncode != 0:
+            raise RuntimeError(p.stderr[-3000:])
+        out.update(load_inline_total_s=round(total, 2), python_import_torch_s=round(import_s, 2),
+                   load_inline_build_s=round(total - import_s, 2))
+        shutil.rmtree(ext_dir, ignore_errors=True)
+    cold = []
+    for _ in range(3):
+        cache = Path(tempfile.mkdtemp(prefix="ws_"))
+        ws = Path(tempfile.mkdtemp(prefix="sol_")) / "solution"
+        shutil.copytree(SWISH_WS, ws)
+        cfg = SandboxConfig(cache_dir=cache)
+        r = build(load_solution(ws), cfg)
+        assert r.ok, r.log
+        cold.append(r.build_s)
+        re_ = [build(load_solution(ws), cfg).build_s for _ in range(5)]
+        shutil.rmtree(cache, ignore_errors=True)
+    out.update(workspace_cold_build_s=[round(c, 3) for c in cold], workspace_rebuild_s_max=round(max(re_), 5))
+    if "load_inline_build_s" in out:
+        out["cold_build_ratio"] = round(statistics.median(cold) / out["load_inline_build_s"], 4)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--skip-load-inline", action="store_true")
+    args = ap.parse_args()
+    res: dict = {"date": time.strftime("%Y-%m-%d"), "argv": sys.argv}
+    import torch
+    res["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    res["torch"] = torch.__version__
+
+    res["build"] = bench_build(args.skip_load_inline)
+    print("build:", json.dumps(res["build"]), flush=True)
+
+    cache = Path(tempfile.mkdtemp(prefix="bench_cache_"))
+    task_sol = [str(GEMM_TASK), str(GEMM_SOL)]
+    first = eval_json(task_sol, cache)
+    second = eval_json(task_sol, cache)
+    res["baselines"] = {"first_baseline_s": first["baseline_s"], "first_compile_s": first["timing"].get("compile_s"),
+                        "second_baseline_s": second["baseline_s"], "second_cached": second["baseline_cached"],
+                        "second_build_s": second["build_s"], "eager_ms": first["eager_ms"],
+                        "compile_ms": first["compile_ms"], "verdicts": [first["verdict"], second["verdict"]]}
+    print("baselines:", json.dumps(res["baselines"]), flush=True)
+
+    runs = [second] + [eval_json(task_sol, cache) for _ in range(4)]
+    ms = [r["ms"] for r in runs]
+    res["repeatability"] = {"ms": ms, "max_over_min": round(max(ms) / min(ms), 4),
+                            "eval_s": [r["eval_s"] for r in runs], "verdicts": [r["verdict"] for r in runs]}
+    print("repeatability:", json.dumps(res["repeatability"]), flush=True)
+
+    cal = [eval_json([str(GEMM_TASK), "--calibrate"], cache) for _ in range(2)]
+    res["calibration"] = {"speedup_vs_eager": [c["speedup_vs_eager"] for c in cal],
+                          "verdicts": [c["verdict"] for c in cal]}
+    print("calibration:", json.dumps(res["calibration"]), flush=True)
+
+    loose = [eval_json(task_sol + ["--no-strict"], cache) for _ in range(2)]
+    res["hardening"] = {"strict_eval_s_median": statistics.median(r["eval_s"] for r in runs),
+                        "no_strict_eval_s_median": statistics.median(r["eval_s"] for r in loose),
+                        "strict_ms_median": statistics.median(ms),
+                        "no_strict_ms_median": statistics.median(r["ms"] for r in loose)}
+    print("hardening:", json.dumps(res["hardening"]), flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
