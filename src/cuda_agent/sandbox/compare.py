@@ -22,9 +22,11 @@ TOLERANCE = {
     (None, torch.float16): 5e-3,
     (None, torch.bfloat16): 3e-2,
 }
-DOWNGRADE_CEILING = 3e-2
-"""In strict fp32 mode, an error above the fp32 tolerance but below this (with allclose 1e-2
-holding) is the signature of TF32/half arithmetic: a precision downgrade."""
+DOWNGRADE_CEILING = 5e-3
+"""In strict fp32 mode, an error above the fp32 tolerance but at most this (with allclose 1e-2
+holding) is the signature of TF32/fp16/bf16 arithmetic (unit roundoff 5e-4 to 4e-3): a precision
+downgrade. Larger errors are plain wrong results. (Measured on the H200: a kernel off by 1% was
+first classed as a downgrade under a 3e-2 ceiling; it is 'incorrect'.)"""
 
 
 def tolerance(dtype: torch.dtype, precision: str) -> float:
