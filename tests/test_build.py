@@ -1,0 +1,211 @@
+"""Building candidates on the CPUs (nvcc, no GPU): content-keyed cache, errors as data, timeouts;
+and the log trimming that turns compiler and Python output into something a reader can use.
+
+Each workspace is compiled at most once per session (module-scoped fixtures, one tmp cache).
+"""
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from cuda_agent.sandbox import SandboxConfig, build, load_solution  # noqa: E402
+from cuda_agent.sandbox.build import build_key  # noqa: E402
+from cuda_agent.sandbox.logs import trim_compiler_log, trim_traceback  # noqa: E402
+
+from .conftest import EXAMPLES, SOLUTIONS  # noqa: E402
+
+SWISH = EXAMPLES / "swish" / "solution"
+
+
+@pytest.fixture(scope="module")
+def build_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("build_cache")
+
+
+@pytest.fixture(scope="module")
+def config(build_cache):
+    return SandboxConfig(cache_dir=build_cache, arch="90")
+
+
+@pytest.fixture(scope="module")
+def swish_build(config):
+    return build(load_solution(SWISH), config)
+
+
+@pytest.fixture(scope="module")
+def compile_error_build(config):
+    return build(load_solution(SOLUTIONS / "compile_error"), config)
+
+
+# ----------------------------------------------------------------------------- nvcc builds
+
+@pytest.mark.nvcc
+def test_example_workspace_builds(swish_build, build_cache):
+    assert swish_build.ok, swish_build.log
+    assert not swish_build.cached and not swish_build.timeout
+    assert swish_build.library and swish_build.library.endswith("cuda_ext.so")
+    lib = Path(swish_build.library)
+    assert lib.is_file() and lib.stat().st_size > 0
+    assert build_cache in lib.parents
+
+
+@pytest.mark.nvcc
+def test_second_build_is_a_fast_cache_hit(swish_build, config):
+    t0 = time.perf_counter()
+    again = build(load_solution(SWISH), config)
+    elapsed = time.perf_counter() - t0
+    assert again.ok and again.cached
+    assert again.library == swish_build.library
+    assert elapsed < 0.3, f"cache hit took {elapsed:.3f} s"
+
+
+@pytest.mark.nvcc
+def test_cache_is_keyed_by_content_not_by_path(swish_build, config, tmp_path):
+    shutil.copytree(SWISH, tmp_path / "swish")
+    copy = build(load_solution(tmp_path / "swish"), config)
+    assert copy.ok and copy.cached and copy.library == swish_build.library
+
+
+@pytest.mark.nvcc
+def test_editing_a_source_changes_the_key_and_rebuilds(swish_build, config, tmp_path):
+    ws = tmp_path / "swish"  # a copy, so that editing it leaves the example alone
+    shutil.copytree(SWISH, ws)
+    solution = load_solution(ws)
+    before = build_key(solution, config)
+    cu = ws / "kernels" / "swish.cu"
+    cu.write_text(cu.read_text() + "\n// edited: a new kernel version\n")
+    after = build_key(solution, config)
+    assert after != before
+    rebuilt = build(solution, config)
+    assert rebuilt.ok, rebuilt.log
+    assert not rebuilt.cached
+    assert rebuilt.library != swish_build.library and after in rebuilt.library
+
+
+@pytest.mark.nvcc
+def test_compile_error_is_returned_as_data_with_file_and_line(compile_error_build):
+    r = compile_error_build
+    assert not r.ok and not r.timeout and r.library is None
+    assert "kernels/ew.cu(" in r.log
+    assert "error" in r.log
+    assert "/kernels/ew.cu(" not in r.log, "absolute paths should be shortened to the workspace"
+
+
+@pytest.mark.nvcc
+def test_failed_build_is_not_cached(compile_error_build, config):
+    key = build_key(load_solution(SOLUTIONS / "compile_error"), config)
+    assert not compile_error_build.ok
+    assert not (config.cache_dir / "build" / key).exists(), "a failed build must leave no cache entry"
+
+
+@pytest.mark.nvcc
+def test_build_timeout_is_reported_and_not_cached(tmp_path):
+    cfg = SandboxConfig(cache_dir=tmp_path, arch="90", build_timeout_s=0.01)
+    t0 = time.perf_counter()
+    r = build(load_solution(SWISH), cfg)
+    assert not r.ok and r.timeout
+    assert "timed out" in r.log
+    assert time.perf_counter() - t0 < 10
+    assert not list(tmp_path.glob("build/*/build.json")), "a timed-out build must not be cached"
+
+
+# ----------------------------------------------------------------------------- no compiler needed
+
+def test_workspace_without_kernels_builds_trivially(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "model_new.py").write_text("import torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n")
+    r = build(load_solution(ws), SandboxConfig(cache_dir=tmp_path / "cache", arch="90"))
+    assert r.ok and r.library is None and not r.timeout
+
+
+def test_key_ignores_harness_files_but_not_model_new(tmp_path):
+    ws = tmp_path / "ws"
+    shutil.copytree(SWISH, ws)
+    cfg = SandboxConfig(cache_dir=tmp_path / "cache", arch="90")
+    solution = load_solution(ws)
+    key = build_key(solution, cfg)
+    (ws / "SKILL.md").write_text("notes for the agent\n")
+    (ws / "model.py").write_text("# the reference, owned by the harness\n")
+    assert build_key(solution, cfg) == key
+    (ws / "model_new.py").write_text((ws / "model_new.py").read_text() + "\n# edited\n")
+    assert build_key(solution, cfg) != key
+
+
+def test_key_depends_on_the_arch(tmp_path):
+    solution = load_solution(SWISH)
+    k90 = build_key(solution, SandboxConfig(cache_dir=tmp_path, arch="90"))
+    k80 = build_key(solution, SandboxConfig(cache_dir=tmp_path, arch="80"))
+    assert k90 != k80
+
+
+# ----------------------------------------------------------------------------- logs
+
+GCC_LOG = """\
+In file included from kernels/helpers.cuh:3,
+kernels/ew_binding.cpp:12:5: error: 'launch_ew' was not declared in this scope
+   12 |     launch_ew(x, y, n);
+      |     ^~~~~~~~~
+kernels/ew_binding.cpp:30:9: warning: unused variable 'k' [-Wunused-variable]
+compilation terminated.
+"""
+
+
+def test_trim_compiler_log_keeps_error_lines():
+    out = trim_compiler_log(GCC_LOG)
+    assert "kernels/ew_binding.cpp:12:5: error: 'launch_ew' was not declared in this scope" in out
+    assert "launch_ew(x, y, n);" in out  # the source line that follows, as context
+
+
+def test_trim_compiler_log_drops_include_chain_noise():
+    out = trim_compiler_log(GCC_LOG)
+    assert "In file included from" not in out
+    assert "compilation terminated" not in out
+
+
+def test_trim_compiler_log_caps_length():
+    noise = "\n".join(f"kernels/k.cu({i}): error: thing {i} is wrong" for i in range(2000))
+    out = trim_compiler_log(noise, limit=1000)
+    assert len(out) <= 1100 and "chars trimmed" in out
+    assert "kernels/k.cu(0): error" in out and "kernels/k.cu(1999): error" in out
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: logs._NOISE only drops continuation lines 'from /abs/path'; "
+                                       "after shorten_paths they read '   from kernels/x.cu:1:' and are kept")
+def test_trim_compiler_log_drops_relative_include_continuation_lines():
+    log = ("In file included from kernels/a.cuh:2,\n                 from kernels/ew.cu:1:\n"
+           "kernels/b.cuh:7:1: error: expected ';' before '}' token\n")
+    out = trim_compiler_log(log)
+    assert "kernels/b.cuh:7:1: error" in out
+    assert "from kernels/ew.cu:1:" not in out
+
+
+TRACEBACK = """\
+Traceback (most recent call last):
+  File "/work/ws/model_new.py", line 14, in forward
+    return cuda_ext.swish(x)
+  File "{site}/torch/_ops.py", line 1243, in __call__
+    return self._op(*args, **kwargs)
+  File "{site}/torch/nn/modules/module.py", line 1775, in _call_impl
+    return forward_call(*args, **kwargs)
+RuntimeError: swish launch failed: invalid argument
+"""
+
+
+def test_trim_traceback_drops_torch_internal_frames():
+    out = trim_traceback(TRACEBACK.format(site="/usr/lib/python3.11/site-packages"))
+    assert 'model_new.py", line 14, in forward' in out and "return cuda_ext.swish(x)" in out
+    assert "torch/_ops.py" not in out and "self._op(*args" not in out
+    assert "module.py" not in out and "forward_call" not in out
+    assert out.splitlines()[-1] == "RuntimeError: swish launch failed: invalid argument"
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: logs.trim_traceback matches only '/site-packages/torch/'; torch "
+                                       "installed by Debian/NGC images lives in '/dist-packages/torch/'")
+def test_trim_traceback_drops_torch_frames_from_dist_packages():
+    out = trim_traceback(TRACEBACK.format(site="/usr/local/lib/python3.12/dist-packages"))
+    assert "torch/_ops.py" not in out and "model_new.py" in out

@@ -1,0 +1,368 @@
+"""Static honesty rules (no GPU, no compiler): cheats are rejected by the right rule, honest code is not.
+
+The rules live in ``cuda_agent.sandbox.static``; the GPU suite (tests/gpu) shows the dynamic
+defense behind each rule. Here every case is a static fact about a source text.
+"""
+
+import textwrap
+
+import pytest
+
+pytest.importorskip("torch")
+
+from cuda_agent.sandbox import SandboxConfig, evaluate, load_solution  # noqa: E402
+from cuda_agent.sandbox.static import REJECT, WARN, check_cpp, check_python, check_solution, rejecting  # noqa: E402
+from cuda_agent.tasks import load_task  # noqa: E402
+
+from .conftest import EXAMPLES, HAS_CUDA, SOLUTIONS  # noqa: E402
+
+HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nimport cuda_ext\n\n"
+
+
+def py(body: str) -> list:
+    """Findings for a model_new.py made of the usual imports plus ``body`` (dedented)."""
+    return check_python(HEADER + textwrap.dedent(body), "model_new.py")
+
+
+def rules(findings) -> set[str]:
+    return {f.rule for f in rejecting(findings)}
+
+
+def model(forward: str, init: str = "pass") -> str:
+    """A ModelNew with the given __init__ and forward bodies (one statement per line)."""
+    ind = "\n" + " " * 8
+    return (f"class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            f"        {ind.join(init.splitlines())}\n\n    def forward(self, x, y=None):\n"
+            f"        {ind.join(forward.splitlines())}\n")
+
+
+# ----------------------------------------------------------------------------- the solutions on disk
+
+CHEATS = [
+    ("cheat_torch_fallback", "torch_compute"),
+    ("cheat_try_except", "fallback"),
+    ("cheat_delegate", "delegates_to_reference"),
+    ("cheat_monkeypatch_timer", "monkey_patch"),
+    ("cheat_thread", "threads"),
+    ("cheat_side_stream", "side_stream"),
+    ("cheat_lazy_tensor", "lazy_tensor"),
+]
+
+
+@pytest.mark.parametrize("name,rule", CHEATS, ids=[c[0] for c in CHEATS])
+def test_cheat_solution_is_rejected_by_its_rule(name, rule):
+    findings = check_solution(load_solution(SOLUTIONS / name))
+    assert rule in rules(findings), [str(f) for f in findings]
+
+
+HONEST = [SOLUTIONS / "honest_row_sum", SOLUTIONS / "honest_linear_relu", SOLUTIONS / "honest_layer_norm",
+          SOLUTIONS / "honest_swish_inline.py", EXAMPLES / "swish" / "solution"]
+
+
+@pytest.mark.parametrize("path", HONEST, ids=[p.name if p.name != "solution" else "examples/swish" for p in HONEST])
+def test_honest_solution_has_no_reject_finding(path):
+    findings = check_solution(load_solution(path))
+    assert rejecting(findings) == [], [str(f) for f in findings]
+
+
+def test_finding_points_at_the_offending_line():
+    [f] = rejecting(check_solution(load_solution(SOLUTIONS / "cheat_try_except")))
+    lines = (SOLUTIONS / "cheat_try_except" / "model_new.py").read_text().splitlines()
+    assert f.file == "model_new.py"
+    assert "silu" in lines[f.line - 1]
+
+
+def test_tf32_gemm_is_a_warning_not_a_rejection():
+    findings = check_solution(load_solution(SOLUTIONS / "cheat_tf32_gemm"))
+    assert not rejecting(findings)
+    assert any(f.rule == "precision" and f.severity == WARN for f in findings)
+
+
+def test_workspace_without_model_new_is_a_layout_problem(tmp_path):
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "k.cu").write_text("__global__ void k() {}\n")
+    findings = check_solution(load_solution(tmp_path))
+    assert "layout" in rules(findings)
+
+
+def test_model_new_without_class_model_new_is_a_layout_problem(tmp_path):
+    (tmp_path / "model_new.py").write_text("import torch\n\nclass Model2(torch.nn.Module):\n    pass\n")
+    assert "layout" in rules(check_solution(load_solution(tmp_path)))
+
+
+def test_syntax_error_is_reported_with_its_line():
+    findings = check_python("class ModelNew:\n    def forward(self, x)\n        return x\n", "model_new.py")
+    assert [(f.rule, f.line) for f in findings] == [("syntax", 2)]
+
+
+# ----------------------------------------------------------------------------- Python snippets: torch compute
+
+def test_matmul_operator_in_forward_is_rejected():
+    assert "torch_compute" in rules(py(model("return x @ y")))
+
+
+def test_aten_op_in_forward_is_rejected():
+    assert "torch_compute" in rules(py(model("return torch.ops.aten.mm(x, y)")))
+
+
+def test_functional_call_in_forward_is_rejected():
+    assert "torch_compute" in rules(py(model("return F.relu(x)")))
+
+
+def test_tensor_compute_method_in_forward_is_rejected():
+    assert "torch_compute" in rules(py(model("return x.sigmoid()")))
+
+
+def test_torch_compute_in_a_helper_method_is_rejected():
+    src = model("return self._impl(x)") + "\n    def _impl(self, x):\n        return torch.sigmoid(x)\n"
+    assert "torch_compute" in rules(py(src))
+
+
+def test_functional_call_in_except_branch_is_a_fallback():
+    found = py(model("try:\n    return cuda_ext.f(x)\nexcept RuntimeError:\n    return F.silu(x)"))
+    assert rules(found) == {"fallback"}
+
+
+def test_allocation_views_and_own_ops_in_forward_are_allowed():
+    forward = ("out = torch.empty_like(x)\nn = x.numel()\n"
+               "cuda_ext.f(x.contiguous().view(-1), out.view(-1), n)\n"
+               "z = torch.ops.cuda_ext.swish(x)\n"
+               "return out.reshape(x.shape)")
+    assert rules(py(model(forward))) == set()
+
+
+def test_import_error_guard_and_pass_branch_are_not_rejected():
+    src = """
+    try:
+        import ninja  # optional, only speeds up the build
+    except ImportError:
+        ninja = None
+
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            if x.dim() == 0:
+                pass
+            return cuda_ext.f(x)
+    """
+    assert rejecting(py(src)) == []
+
+
+def test_torch_compute_in_init_and_prepare_is_allowed():
+    src = """
+    class ModelNew(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(8, 8))
+            self.w2 = torch.matmul(self.w, self.w)
+            self.ws = [torch.relu(torch.randn(3)) for _ in range(2)]
+
+        def prepare(self):
+            self.wt = F.relu(self.w).t().contiguous() @ self.w2
+
+        def forward(self, x):
+            return cuda_ext.f(x, self.wt)
+    """
+    assert rejecting(py(src)) == []
+
+
+def test_torch_compute_in_a_lambda_defined_in_init_is_rejected():
+    found = py(model("return self.fn(x)", init="self.fn = lambda t: torch.sigmoid(t) * t"))
+    assert "torch_compute" in rules(found)
+
+
+def test_torch_compute_in_a_function_nested_in_init_is_rejected():
+    found = py(model("return self.fn(x)", init="def g(t):\n    return torch.sigmoid(t)\nself.fn = g"))
+    assert "torch_compute" in rules(found)
+
+
+def test_calling_a_torch_layer_built_in_init_is_rejected():
+    found = py(model("return self.conv(x)", init="self.conv = nn.Conv2d(3, 8, 3)"))
+    assert "torch_compute" in rules(found)
+
+
+def test_calling_a_torch_layers_forward_is_rejected():
+    found = py(model("return self.conv.forward(x)", init="self.conv = nn.Conv2d(3, 8, 3)"))
+    assert "torch_compute" in rules(found)
+
+
+def test_reading_a_torch_layers_weights_is_allowed():
+    found = py(model("return cuda_ext.conv(x, self.conv.weight, self.conv.bias)",
+                     init="self.conv = nn.Conv2d(3, 8, 3)"))
+    assert rejecting(found) == []
+
+
+def test_building_a_torch_layer_in_forward_is_rejected():
+    assert "torch_compute" in rules(py(model("return nn.ReLU()(x)")))
+
+
+def test_torch_compile_is_rejected_even_in_init():
+    found = py(model("return self.f(x)", init="self.f = torch.compile(cuda_ext.f)"))
+    assert "torch_compute" in rules(found)
+
+
+def test_calibrate_mode_skips_torch_op_rules():
+    src = HEADER + model("return torch.sigmoid(x) @ y")
+    assert rejecting(check_python(src, "model.py")) and not rejecting(check_python(src, "model.py", calibrate=True))
+
+
+# ----------------------------------------------------------------------------- Python snippets: tampering
+
+def test_setattr_on_torch_is_a_monkey_patch():
+    assert "monkey_patch" in rules(py("setattr(torch, 'sigmoid', lambda t: t)\n"))
+
+
+def test_assigning_event_elapsed_time_is_a_monkey_patch():
+    assert "monkey_patch" in rules(py("torch.cuda.Event.elapsed_time = lambda self, other: 1e-3\n"))
+
+
+def test_setattr_on_self_is_allowed():
+    assert rejecting(py(model("return cuda_ext.f(x)", init="setattr(self, 'scale', 2.0)"))) == []
+
+
+def test_import_triton_is_another_framework():
+    assert rules(check_python("import triton\n", "model_new.py")) == {"other_framework"}
+
+
+@pytest.mark.parametrize("call", ["exec('y = 1')", "eval('1 + 1')", "__import__('os')"])
+def test_dynamic_code_is_rejected(call):
+    assert "monkey_patch" in rules(py(model(f"{call}\nreturn cuda_ext.f(x)")))
+
+
+@pytest.mark.parametrize("mod,rule", [("threading", "threads"), ("subprocess", "threads"),
+                                      ("ctypes", "forbidden_import"), ("torch._dynamo", "private_torch"),
+                                      ("model", "delegates_to_reference"), ("cuda_agent.sandbox", "harness_access")])
+def test_forbidden_imports(mod, rule):
+    assert rules(check_python(f"import {mod}\n", "model_new.py")) == {rule}
+
+
+def test_side_stream_from_python_is_rejected():
+    assert "side_stream" in rules(py(model("s = torch.cuda.Stream()\nreturn cuda_ext.f(x)")))
+
+
+def test_writing_into_an_input_is_rejected():
+    assert "input_mutation" in rules(py(model("x[0] = 0\nreturn cuda_ext.f(x)")))
+
+
+def test_embedded_cpp_in_a_python_string_is_scanned():
+    src = HEADER + 'SRC = """\n#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor a, torch::Tensor b) {\n' \
+                   '  return at::matmul(a, b);\n}\n"""\n' + model("return cuda_ext.f(x)")
+    found = [f for f in rejecting(check_python(src, "sol.py")) if f.rule == "torch_compute"]
+    assert found, "at::matmul inside a load_inline source was not seen"
+    assert src.splitlines()[found[0].line - 1].strip() == "return at::matmul(a, b);"
+
+
+# ----------------------------------------------------------------------------- C++/CUDA snippets
+
+def cpp_rules(src: str, severity: str = REJECT) -> set[str]:
+    return {f.rule for f in check_cpp(src, "kernels/k_binding.cpp") if f.severity == severity}
+
+
+def test_cpp_at_matmul_is_rejected():
+    src = "torch::Tensor f(torch::Tensor a, torch::Tensor b) { return at::matmul(a, b); }"
+    assert "torch_compute" in cpp_rules(src)
+
+
+def test_cpp_tensor_method_compute_is_rejected():
+    assert "torch_compute" in cpp_rules("torch::Tensor f(torch::Tensor a) { return a.relu(); }")
+
+
+def test_cpp_allocation_and_checks_are_allowed():
+    src = ('torch::Tensor f(torch::Tensor x) {\n  TORCH_CHECK(x.is_cuda(), "x must be CUDA");\n'
+           '  auto y = torch::empty({x.size(0)}, x.options());\n  auto z = torch::stable::empty_like(x);\n'
+           '  auto s = at::cuda::getCurrentCUDAStream();\n  return y;\n}\n')
+    assert check_cpp(src, "k.cpp") == []
+
+
+def test_cpp_std_thread_is_rejected():
+    assert "threads" in cpp_rules("void f() { std::thread t([] {}); t.join(); }")
+
+
+def test_cpp_stream_create_is_rejected():
+    assert "side_stream" in cpp_rules("void f() { cudaStream_t s; cudaStreamCreate(&s); }")
+
+
+def test_cpp_static_tensor_is_an_output_cache():
+    assert "output_cache" in cpp_rules("static torch::Tensor cache;\n")
+
+
+def test_cpp_tf32_math_mode_is_a_warning_only():
+    src = "void f(cublasHandle_t h) { cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH); }"
+    assert cpp_rules(src) == set()
+    assert cpp_rules(src, WARN) == {"precision"}
+
+
+def test_cpp_comments_and_string_literals_are_ignored():
+    src = ('// at::matmul(a, b) was too slow\n/* at::matmul(a,\n   b) */\n'
+           'const char* msg = "at::matmul(a, b) is not used";\nvoid f() {}\n')
+    assert check_cpp(src, "k.cu") == []
+
+
+def test_cpp_finding_line_numbers_survive_comment_stripping():
+    src = "/* a\n   block */\n// line\nauto y = at::mm(a, b);\n"
+    assert [f.line for f in check_cpp(src, "k.cu")] == [4]
+
+
+# ----------------------------------------------------------------------------- gaps (xfail: BUG)
+
+@pytest.mark.xfail(strict=True, reason="BUG: static._strip_cpp strips comments before strings, so a '//' or "
+                                       "'/*' inside a string literal blanks the real code after it")
+@pytest.mark.parametrize("src", [
+    'const char* url = "http://example.com"; torch::Tensor f(torch::Tensor a) { return at::mm(a, a); }',
+    'const char* open = "/*";\ntorch::Tensor f(torch::Tensor a) { return at::mm(a, a); }\nconst char* close = "*/";\n',
+], ids=["line_comment_in_string", "block_comment_in_string"])
+def test_cpp_comment_marker_inside_a_string_does_not_hide_code(src):
+    assert "torch_compute" in cpp_rules(src)
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: static._PyChecker only tracks self.<attr> = nn.<Layer>(...); "
+                                       "self.<attr> = <torch function> called in forward is not seen")
+def test_torch_function_stored_on_self_and_called_in_forward_is_rejected():
+    assert "torch_compute" in rules(py(model("return self.act(x)", init="self.act = torch.sigmoid")))
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: static._PyChecker.visit_FunctionDef sanctions __init__ of every "
+                                       "class, but a helper class can be constructed inside forward with inputs")
+def test_torch_compute_in_a_helper_class_built_in_forward_is_rejected():
+    src = """
+    class _Fallback:
+        def __init__(self, t):
+            self.out = torch.sigmoid(t) * t
+
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            return _Fallback(x).out
+    """
+    assert "torch_compute" in rules(py(src))
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: static._PyChecker.visit_Call resolves only dotted names: a torch "
+                                       "function reached through getattr(torch, 'name') or a module-level alias "
+                                       "is not checked")
+@pytest.mark.parametrize("body", [
+    model("return getattr(torch, 'sigmoid')(x)"),
+    "act = torch.sigmoid\n\n" + model("return act(x)"),
+], ids=["getattr_constant", "module_alias"])
+def test_torch_function_reached_indirectly_in_forward_is_rejected(body):
+    assert "torch_compute" in rules(py(body))
+
+
+# ----------------------------------------------------------------------------- as a Verdict, without a GPU
+
+def test_static_rejection_becomes_a_verdict_without_a_gpu(tmp_path):
+    v = evaluate(load_task(EXAMPLES / "swish" / "task.py", validate=False),
+                 load_solution(SOLUTIONS / "cheat_thread"), SandboxConfig(cache_dir=tmp_path))
+    assert v.verdict == "rejected" and v.reward == -1
+    assert "threads" in v.flags
+    assert any(f["rule"] == "threads" for f in v.static_findings)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the behaviour on a host without a GPU")
+def test_honest_solution_without_a_gpu_raises_no_gpu_error(tmp_path):
+    from cuda_agent.sandbox import NoGpuError
+    from cuda_agent.sandbox.gpu import list_gpus
+
+    if list_gpus():
+        pytest.skip("nvidia-smi lists a GPU here")
+    with pytest.raises(NoGpuError, match="no CUDA GPU"):
+        evaluate(load_task(EXAMPLES / "swish" / "task.py", validate=False),
+                 load_solution(EXAMPLES / "swish" / "solution"), SandboxConfig(cache_dir=tmp_path))
