@@ -137,8 +137,6 @@ def test_python_scalars_are_compared():
     assert not compare(2.0, 2.1).ok
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: compare.compare checks a float leaf with `err > tol`, which is "
-                                       "False for NaN, so a NaN scalar output passes against a finite one")
 def test_nan_python_float_does_not_match_a_finite_one():
     assert not compare(float("nan"), 1.0).ok
 

@@ -302,10 +302,8 @@ def test_cpp_finding_line_numbers_survive_comment_stripping():
     assert [f.line for f in check_cpp(src, "k.cu")] == [4]
 
 
-# ----------------------------------------------------------------------------- gaps (xfail: BUG)
+# ----------------------------------------------------------------------------- gaps found by review, now closed
 
-@pytest.mark.xfail(strict=True, reason="BUG: static._strip_cpp strips comments before strings, so a '//' or "
-                                       "'/*' inside a string literal blanks the real code after it")
 @pytest.mark.parametrize("src", [
     'const char* url = "http://example.com"; torch::Tensor f(torch::Tensor a) { return at::mm(a, a); }',
     'const char* open = "/*";\ntorch::Tensor f(torch::Tensor a) { return at::mm(a, a); }\nconst char* close = "*/";\n',
@@ -314,14 +312,10 @@ def test_cpp_comment_marker_inside_a_string_does_not_hide_code(src):
     assert "torch_compute" in cpp_rules(src)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: static._PyChecker only tracks self.<attr> = nn.<Layer>(...); "
-                                       "self.<attr> = <torch function> called in forward is not seen")
 def test_torch_function_stored_on_self_and_called_in_forward_is_rejected():
     assert "torch_compute" in rules(py(model("return self.act(x)", init="self.act = torch.sigmoid")))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: static._PyChecker.visit_FunctionDef sanctions __init__ of every "
-                                       "class, but a helper class can be constructed inside forward with inputs")
 def test_torch_compute_in_a_helper_class_built_in_forward_is_rejected():
     src = """
     class _Fallback:
@@ -335,9 +329,6 @@ def test_torch_compute_in_a_helper_class_built_in_forward_is_rejected():
     assert "torch_compute" in rules(py(src))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: static._PyChecker.visit_Call resolves only dotted names: a torch "
-                                       "function reached through getattr(torch, 'name') or a module-level alias "
-                                       "is not checked")
 @pytest.mark.parametrize("body", [
     model("return getattr(torch, 'sigmoid')(x)"),
     "act = torch.sigmoid\n\n" + model("return act(x)"),

@@ -63,20 +63,20 @@ class BaselineStore:
         if row is None:
             return None
         return Baseline(task_sha, gpu, torch, precision, row[0], row[1], row[2], row[3],
-                        json.loads(row[4]) if row[4] else None)
+                        json.loads(row[4]) if row[4] is not None else None)
 
     def put(self, b: Baseline) -> None:
         with self._connect() as db:
             db.execute("INSERT OR REPLACE INTO baselines VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                        (b.task_sha, b.gpu, b.torch, b.precision, b.timing_version, b.eager_ms,
                         b.compile_ms, b.overhead_ms, b.compile_error,
-                        json.dumps(b.details) if b.details else None, time.time()))
+                        json.dumps(b.details) if b.details is not None else None, time.time()))
 
     def all(self) -> list[Baseline]:
         with self._connect() as db:
             rows = db.execute("SELECT task_sha, gpu, torch, precision, eager_ms, compile_ms, overhead_ms, "
                               "compile_error, details, timing_version FROM baselines").fetchall()
-        return [Baseline(*r[:8], json.loads(r[8]) if r[8] else None, r[9]) for r in rows]
+        return [Baseline(*r[:8], json.loads(r[8]) if r[8] is not None else None, r[9]) for r in rows]
 
     def export_json(self, path: str | Path) -> int:
         rows = [asdict(b) for b in self.all()]

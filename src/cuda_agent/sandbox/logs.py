@@ -6,7 +6,8 @@ import re
 
 MAX_LOG_CHARS = 4000
 _ERROR_LINE = re.compile(r"\berror\b|\bError\b|undefined reference|undefined symbol|fatal", re.I)
-_NOISE = re.compile(r"^\s*(?:In file included from|from /|\d+ errors? detected|compilation terminated)")
+_NOISE = re.compile(r"^\s*(?:In file included from|from /|from \S+:\d+[:,]|\d+ errors? detected|"
+                    r"compilation terminated)")
 
 
 def shorten_paths(text: str, roots: dict[str, str]) -> str:
@@ -34,7 +35,7 @@ def trim_traceback(text: str, limit: int = MAX_LOG_CHARS) -> str:
     out: list[str] = []
     skip = False
     for ln in lines:
-        if ln.startswith('  File "') and ("/site-packages/torch/" in ln or "/cuda_agent/sandbox/" in ln):
+        if ln.startswith('  File "') and (re.search(r"/(?:site|dist)-packages/torch/", ln) or "/cuda_agent/sandbox/" in ln):
             skip = True
             continue
         if skip and ln.startswith("    "):

@@ -43,11 +43,13 @@ class WorkerError(Exception):
 
 
 class WorkerProcess:
-    def __init__(self, env: dict[str, str] | None = None, cwd: str | None = None, label: str = "worker"):
+    def __init__(self, env: dict[str, str] | None = None, cwd: str | None = None, label: str = "worker",
+                 prefix: list[str] | None = None):
+        """``prefix`` wraps the worker command (e.g. an ``ncu`` invocation)."""
         parent, child = socket.socketpair()
         self.label = label
         self.log_file = tempfile.NamedTemporaryFile(prefix=f"cuda_agent_{label}_", suffix=".log", delete=False)
-        cmd = [sys.executable, "-m", "cuda_agent.sandbox.worker", str(child.fileno())]
+        cmd = [*(prefix or []), sys.executable, "-m", "cuda_agent.sandbox.worker", str(child.fileno())]
         self.proc = subprocess.Popen(cmd, pass_fds=(child.fileno(),), env=env, cwd=cwd,
                                      stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True)
         child.close()

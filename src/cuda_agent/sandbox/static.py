@@ -158,7 +158,10 @@ class _PyChecker(ast.NodeVisitor):
         self.findings: list[Finding] = []
         self.aliases: dict[str, str] = {}  # local name -> dotted module/function path
         self.local_classes: set[str] = set()
+        self.module_classes: set[str] = set()  # local classes deriving from nn.Module
+        self.compute_init_classes: set[str] = set()  # local classes whose __init__/prepare call torch
         self.layers: set[str] = set()  # self.<attr> assigned an nn layer in __init__
+        self.torch_attrs: dict[str, str] = {}  # self.<attr> assigned a torch function
         self.func_stack: list[tuple[str, bool]] = []  # (name, sanctioned)
         self.class_stack: list[str] = []
         self.forward_args: list[set[str]] = []
@@ -260,7 +263,7 @@ class _PyChecker(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         in_class = bool(self.class_stack) and (not self.func_stack)
-        sanctioned = in_class and node.name in SANCTIONED_METHODS
+        sanctioned = in_class and node.name in SANCTIONED_METHODS and self.class_stack[-1] in self.module_classes
         if node.name in ("__torch_function__", "__torch_dispatch__"):
             self.add(node, "lazy_tensor", f"defines {node.name}: intercepting torch dispatch is not allowed")
         if in_class and node.name in ("__getattribute__", "__setattr__", "__getattr__", "__call__"):
@@ -337,9 +340,17 @@ class _PyChecker(ast.NodeVisitor):
             self.add(node, "monkey_patch", "getattr on a module with a computed name")
         elif name == "open" and self._open_writes(node):
             self.add(node, "monkey_patch", "opens a file for writing")
+        if isinstance(func, ast.Name) and func.id in self.compute_init_classes and not self.sanctioned \
+                and not self.calibrate:
+            self._report_compute(node, f"constructs {func.id}, whose __init__/prepare runs torch operators,")
         path = self.dotted(func)
         if path is None and isinstance(func, ast.Name) and func.id in self.aliases:
             path = self.aliases[func.id]
+        if path is None and isinstance(func, ast.Call) and isinstance(func.func, ast.Name) \
+                and func.func.id == "getattr" and len(func.args) == 2 and isinstance(func.args[1], ast.Constant) \
+                and isinstance(func.args[1].value, str):
+            base = self.dotted(func.args[0])  # getattr(torch, "sigmoid")(x)
+            path = f"{base}.{func.args[1].value}" if base else None
         if path:
             self._check_torch_call(node, path)
         elif isinstance(func, ast.Attribute):
@@ -392,6 +403,9 @@ class _PyChecker(ast.NodeVisitor):
         if isinstance(base, ast.Name) and base.id == "self" and attr in self.layers:
             self._report_compute(node, f"calls the torch layer self.{attr}")
             return
+        if isinstance(base, ast.Name) and base.id == "self" and attr in self.torch_attrs:
+            self._check_torch_call(node, self.torch_attrs[attr])
+            return
         if attr == "forward" and isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) \
                 and base.value.id == "self" and base.attr in self.layers:
             self._report_compute(node, f"calls the torch layer self.{base.attr}.forward")
@@ -425,8 +439,14 @@ class _PyChecker(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign) -> None:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         value = node.value
+        value_path = self.dotted(value) if isinstance(value, (ast.Attribute, ast.Name)) else None
         for t in targets:
             self._check_store(node, t)
+            if value_path and value_path.startswith("torch."):
+                if isinstance(t, ast.Name):
+                    self.aliases[t.id] = value_path  # act = torch.sigmoid; act(x)
+                elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    self.torch_attrs[t.attr] = value_path  # self.act = F.relu; self.act(x)
             # remember self.<attr> = nn.<Layer>(...) so calling it later is seen as torch compute
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" \
                     and isinstance(value, ast.Call):
@@ -480,15 +500,46 @@ def check_python(source: str, filename: str, calibrate: bool = False) -> list[Fi
         return [Finding("syntax", filename, e.lineno or 0, f"syntax error: {e.msg}")]
     _link_parents(tree)
     checker = _PyChecker(filename, calibrate=calibrate)
-    # Pre-pass: collect layers assigned in __init__ before forward is visited.
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef):
-            checker.local_classes.add(node.name)
+    _prepass(tree, checker)
     checker.visit(tree)
     findings = checker.findings
     for s, line in _embedded_cpp(tree):
         findings.extend(check_cpp(s, filename, line_offset=line - 1))
     return _dedupe(findings)
+
+
+def _prepass(tree: ast.Module, checker: _PyChecker) -> None:
+    """Learn the file's classes before the main pass: which derive from nn.Module (their
+    __init__/prepare are sanctioned), which run torch calls in __init__/prepare, and which
+    ``self.<attr>`` hold nn layers (so calling them later counts as torch compute)."""
+    for node in tree.body:  # imports first, so base classes resolve
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                name = a.asname or a.name.split(".")[0]
+                checker.aliases.setdefault(name, (f"{node.module}.{a.name}" if isinstance(node, ast.ImportFrom)
+                                                  and node.module else a.name if a.asname else name))
+    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    changed = True
+    while changed:  # nn.Module subclasses, transitively through local classes
+        changed = False
+        for c in classes:
+            if c.name in checker.module_classes:
+                continue
+            for b in c.bases:
+                name = checker.dotted(b) or (b.id if isinstance(b, ast.Name) else "")
+                if name in ("torch.nn.Module", "torch.nn.modules.module.Module") or name in checker.module_classes \
+                        or name.endswith("nn.Module"):
+                    checker.module_classes.add(c.name)
+                    changed = True
+    for c in classes:
+        checker.local_classes.add(c.name)
+        for fn in c.body:
+            if isinstance(fn, ast.FunctionDef) and fn.name in SANCTIONED_METHODS:
+                for call in ast.walk(fn):
+                    if isinstance(call, ast.Call) and (checker.dotted(call.func) or "").startswith("torch.") \
+                            and (checker.dotted(call.func) or "").split(".")[1:2] != ["nn"]:
+                        checker.compute_init_classes.add(c.name)
+    checker.aliases.clear()  # the main pass records imports itself, in order
 
 
 def _embedded_cpp(tree: ast.AST) -> list[tuple[str, int]]:
@@ -504,8 +555,7 @@ def _embedded_cpp(tree: ast.AST) -> list[tuple[str, int]]:
 
 # ----------------------------------------------------------------------------- C++/CUDA rules
 
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
+_COMMENT_OR_STRING = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S)
 _NS_CALL = re.compile(r"\b((?:at|torch|c10|aten)(?:::\w+)+)\s*(?:<[^<>;]*>)?\s*\(")
 _METHOD_CALL = re.compile(r"(?:\.|->)\s*(\w+)\s*\(")
 
@@ -537,10 +587,11 @@ CPP_RULES: list[tuple[str, re.Pattern, str, str]] = [
 
 
 def _strip_cpp(src: str) -> str:
-    """Blank out comments and string literals, keeping line numbers."""
+    """Blank out comments and string literals in one left-to-right pass, keeping line numbers
+    (so a "//" inside a string cannot hide the code after it)."""
     def blank(m: re.Match) -> str:
         return re.sub(r"[^\n]", " ", m.group(0))
-    return _STRING.sub(blank, _COMMENT.sub(blank, src))
+    return _COMMENT_OR_STRING.sub(blank, src)
 
 
 def check_cpp(source: str, filename: str, line_offset: int = 0) -> list[Finding]:

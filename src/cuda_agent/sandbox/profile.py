@@ -1,0 +1,159 @@
+"""Profiling for people and agents: which kernels run, and for how long, in eager, in
+torch.compile and in the candidate. Optionally an Nsight Compute summary of the candidate's
+top kernels, when ``ncu`` exists.
+
+The candidate runs in a guarded worker exactly as in :func:`evaluate`; nothing here decides a
+verdict. Failures are returned as ``ProfileReport.error`` text.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..tasks import Task, validate_task
+from . import inputs as trial_inputs
+from .build import build, inline_env, resolve_arch
+from .config import SandboxConfig
+from .gpu import gpu_lock, no_gpu_reason
+from .process import WorkerDied, WorkerError, WorkerProcess, WorkerTimeout
+from .solution import Solution
+
+NCU_METRICS = ("gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,"
+               "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,"
+               "launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active")
+
+
+@dataclass
+class KernelRow:
+    name: str
+    count: int
+    us_per_iter: float
+    share: float
+
+
+@dataclass
+class ProfileReport:
+    eager: list[KernelRow] = field(default_factory=list)
+    compile: list[KernelRow] = field(default_factory=list)
+    candidate: list[KernelRow] = field(default_factory=list)
+    ncu: list[dict] = field(default_factory=list)
+    error: str | None = None
+
+    def table(self, top: int = 8) -> str:
+        """A short text table per target, largest kernels first."""
+        out = []
+        for label, rows in (("eager", self.eager), ("torch.compile", self.compile), ("candidate", self.candidate)):
+            if not rows:
+                continue
+            total = sum(r.us_per_iter for r in rows)
+            out.append(f"== {label}: {total:.1f} us of kernels per call")
+            for r in rows[:top]:
+                out.append(f"  {r.us_per_iter:9.1f} us {100 * r.share:5.1f}%  x{r.count:<4d} {r.name[:90]}")
+        if self.ncu:
+            out.append("== ncu (candidate's top kernels)")
+            for k in self.ncu:
+                out.append("  " + ", ".join(f"{key}={val}" for key, val in k.items())[:220])
+        if self.error:
+            out.append(f"error: {self.error}")
+        return "\n".join(out)
+
+
+def _rows(kernels: list[dict], iters: int) -> list[KernelRow]:
+    total = sum(k["cuda_us"] for k in kernels) or 1.0
+    return [KernelRow(k["name"], k["count"] // max(iters, 1), k["cuda_us"] / iters, k["cuda_us"] / total)
+            for k in kernels]
+
+
+def profile(task: Task, solution: Solution, config: SandboxConfig | None = None, use_ncu: bool = False,
+            iters: int = 3) -> ProfileReport:
+    config = config or SandboxConfig()
+    report = ProfileReport()
+    reason = no_gpu_reason()
+    if reason:
+        report.error = reason
+        return report
+    module = validate_task(task)
+    init_inputs = list(module.get_init_inputs())
+    built = build(solution, config)
+    if not built.ok:
+        report.error = "build failed:\n" + built.log
+        return report
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(config.device))
+    seed = config.seed if config.seed is not None else 0
+    rotation = [trial_inputs.draw(module, seed + i) for i in range(2)]
+    timing = {"inputs": rotation, "warmup_ms": 5.0, "rep_ms": 10.0, "min_iters": 1, "max_iters": 20}
+    workers: list[WorkerProcess] = []
+    try:
+        ref = WorkerProcess(env=env, label="reference")
+        workers.append(ref)
+        setup = ref.request({"op": "setup", "role": "reference", "precision": config.precision, "seed": seed,
+                             "task_source": task.source, "task_origin": task.origin, "init_inputs": init_inputs},
+                            config.baseline_timeout_s)
+        cand_env = dict(env)
+        if built.extensions_dir:
+            cand_env.update(inline_env(built.extensions_dir, resolve_arch(config)))
+        cand_msg = {"op": "setup", "role": "candidate", "precision": config.precision, "seed": seed,
+                    "strict": True, "calibrate": False, "task_source": task.source, "task_origin": task.origin,
+                    "init_inputs": init_inputs, "state_dict": setup["state_dict"],
+                    "solution": {"kind": solution.kind, "root": str(solution.root),
+                                 "model_file": str(solution.model_file), "library": built.library,
+                                 "python_module": bool(built.library) and any(
+                                     "PYBIND11_MODULE" in p.read_text(errors="replace")
+                                     for p in solution.binding_sources())}}
+        cand = WorkerProcess(env=cand_env, cwd=str(solution.root), label="candidate")
+        workers.append(cand)
+        cand.request(cand_msg, config.run_timeout_s)
+        with gpu_lock(config.cache_dir, config.device):
+            for worker, target, attr in ((ref, "model", "eager"), (ref, "compile", "compile"),
+                                         (cand, "model", "candidate")):
+                worker.request({"op": "prepare_timing", "target": target, **timing}, config.baseline_timeout_s)
+                prof = worker.request({"op": "profile", "iters": iters}, config.run_timeout_s)
+                setattr(report, attr, _rows(prof["kernels"], iters))
+        if use_ncu:
+            report.ncu = _ncu(cand_msg, env=cand_env, cwd=str(solution.root), config=config, timing=timing,
+                              kernels=[r.name for r in report.candidate[:3]])
+    except WorkerError as e:
+        report.error = f"{e.reply.get('error_type')} in '{e.reply.get('phase')}': {e.reply.get('message', '')[:800]}"
+    except (WorkerDied, WorkerTimeout) as e:
+        report.error = str(e)
+    finally:
+        for w in workers:
+            w.close()
+            w.cleanup()
+    return report
+
+
+def _ncu(cand_msg: dict, env: dict, cwd: str, config: SandboxConfig, timing: dict, kernels: list[str]) -> list[dict]:
+    """Nsight Compute on the candidate's top kernels (a few launches each), as rows of metrics."""
+    ncu = shutil.which("ncu")
+    if ncu is None or not kernels:
+        return [{"note": "ncu not found"}] if ncu is None else []
+    out_csv = Path(tempfile.mkdtemp(prefix="ncu_")) / "ncu.csv"
+    names = "|".join(sorted({k.split("(")[0].split("<")[0].replace("void ", "").strip() for k in kernels}))
+    prefix = [ncu, "--clock-control", "none", "--target-processes", "all", "--csv", "--page", "raw",
+              "--metrics", NCU_METRICS, "--kernel-name", f"regex:{names}", "--launch-count", "6",
+              "--log-file", str(out_csv)]
+    worker = WorkerProcess(env=env, cwd=cwd, label="candidate-ncu", prefix=prefix)
+    try:
+        worker.request(cand_msg, config.run_timeout_s * 4)
+        worker.request({"op": "prepare_timing", "target": "model", **{**timing, "max_iters": 2}},
+                       config.run_timeout_s * 4)
+    except (WorkerError, WorkerDied, WorkerTimeout) as e:
+        return [{"error": str(e)[:300]}]
+    finally:
+        worker.close()
+        worker.cleanup()
+    if not out_csv.exists():
+        return [{"error": "ncu wrote no report"}]
+    text = out_csv.read_text(errors="replace")
+    start = text.find('"ID"')
+    rows = list(csv.DictReader(io.StringIO(text[start:]))) if start >= 0 else []
+    keep = ("Kernel Name", *NCU_METRICS.split(","))
+    return [{k: r.get(k) for k in keep if r.get(k)} for r in rows[1:] if r.get("Kernel Name")][:6]
