@@ -90,8 +90,10 @@ class _Evaluation:
         if not self._static():
             return
         reason = no_gpu_reason()
-        if reason:
-            raise NoGpuError(reason)
+        if reason:  # still build, so that compile errors are verdicts on any host
+            if self._build() is not None:
+                raise NoGpuError(reason)
+            return
         module = validate_task(self.task)
         init_inputs = list(module.get_init_inputs())
         env = dict(os.environ)
@@ -103,12 +105,8 @@ class _Evaluation:
                               "init_inputs": init_inputs}
             self.ref = WorkerProcess(env=env, label="reference")
             self.ref.send(self.ref_setup)
-            built = build(self.solution, cfg)
-            v.build_s = round(built.build_s, 3)
-            if not built.ok:
-                v.fail(TIMEOUT if built.timeout else COMPILE_ERROR,
-                       "build timed out" if built.timeout else "build failed")
-                v.log = built.log
+            built = self._build()
+            if built is None:
                 return
             ref_info = self._ref_step(lambda: self.ref.receive("setup", cfg.baseline_timeout_s))
             if ref_info is None:
@@ -215,6 +213,17 @@ class _Evaluation:
             v.log = "\n".join(str(f) for f in findings)
             return False
         return True
+
+    def _build(self) -> BuildResult | None:
+        """Build (or take from the cache); on failure record the verdict and return None."""
+        built = build(self.solution, self.config)
+        self.v.build_s = round(built.build_s, 3)
+        if not built.ok:
+            self.v.fail(TIMEOUT if built.timeout else COMPILE_ERROR,
+                        "build timed out" if built.timeout else "build failed")
+            self.v.log = built.log
+            return None
+        return built
 
     def _solution_msg(self, built: BuildResult) -> dict:
         s = self.solution
