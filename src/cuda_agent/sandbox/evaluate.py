@@ -27,7 +27,7 @@ from .baselines import Baseline, BaselineStore
 from .build import BuildResult, build, inline_env, resolve_arch
 from .compare import DOWNGRADE_CEILING, compare
 from .config import SandboxConfig
-from .gpu import gpu_lock, no_gpu_reason
+from .gpu import GpuLock, no_gpu_reason
 from .logs import trim_traceback
 from .process import WorkerDied, WorkerError, WorkerProcess, WorkerTimeout
 from .reward import paper_reward
@@ -129,8 +129,12 @@ class _Evaluation:
             if not self._integrity_ok(cand_info, "while importing and preparing ModelNew"):
                 return
             self._warm_compile(module)
-            with gpu_lock(cfg.cache_dir, cfg.device):
+            self.lock = GpuLock(cfg.cache_dir, cfg.device)
+            try:
                 self._gpu_phase(module)
+            finally:
+                v.timing["gpu_lock_s"] = round(self.lock.held_s, 3)
+                v.timing["gpu_exclusive_s"] = round(self.lock.exclusive_s, 3)
         finally:
             for w in (self.cand, self.ref):
                 if w is not None:
@@ -148,7 +152,7 @@ class _Evaluation:
         recheck = [trial_inputs.draw(module, self.seed + 2000 + i, k) for i, k in enumerate(recheck_kinds)]
 
         # reference outputs for the correctness trials and the post-timing re-check
-        ref = self._ref_step(lambda: self.ref.request(
+        ref = self._ref_step(lambda: self._shared(self.ref.request,
             {"op": "trials", "inputs": trial_sets + recheck, "reuse": [False] * (len(trial_sets) + len(recheck))},
             cfg.run_timeout_s))
         if ref is None:
@@ -163,7 +167,7 @@ class _Evaluation:
             v.flag("reference_error")
             return
         out_bytes = trial_inputs.leaf_sizes(ref_trials[usable[0]]["output"])
-        cand = self._cand_step(lambda: self.cand.request(
+        cand = self._cand_step(lambda: self._shared(self.cand.request,
             {"op": "trials", "inputs": [trial_sets[i] for i in usable],
              "reuse": [plan[i][1] for i in usable], "out_bytes": out_bytes}, cfg.run_timeout_s))
         if cand is None:
@@ -171,15 +175,16 @@ class _Evaluation:
         labels = [f"trial {i} ({plan[i][0]} inputs{', same buffers as before' if plan[i][1] else ''})" for i in usable]
         if not self._judge(cand, [ref_trials[i]["output"] for i in usable], labels):
             return
-        if not self._baselines(rotation):
-            return
-        timed = self._time_candidate(rotation)
+        with self.lock.exclusive():  # eager, compile and candidate timed back to back, GPU to themselves
+            if not self._baselines(rotation):
+                return
+            timed = self._time_candidate(rotation)
         if timed is None:
             return
         # re-check on new values written into the buffers timing used
         good_recheck = [i for i, t in enumerate(ref_recheck) if "error" not in t]
         if good_recheck:
-            rc = self._cand_step(lambda: self.cand.request(
+            rc = self._cand_step(lambda: self._shared(self.cand.request,
                 {"op": "recheck", "inputs": [recheck[i] for i in good_recheck], "out_bytes": out_bytes},
                 cfg.run_timeout_s))
             if rc is None:
@@ -195,6 +200,11 @@ class _Evaluation:
             self._scrutinize(module, out_bytes)
 
     # ------------------------------------------------------------------ steps
+    def _shared(self, request, msg: dict, timeout: float) -> dict:
+        """A worker request that uses the GPU without timing: shares the GPU with other evaluations."""
+        with self.lock.shared():
+            return request(msg, timeout)
+
     def _static(self) -> bool:
         v = self.v
         findings = check_solution(self.solution, calibrate=self.config.calibrate)
@@ -409,7 +419,8 @@ class _Evaluation:
 
     def _census(self) -> bool:
         """Which CUDA kernels did the candidate launch? Torch's own are not allowed."""
-        prof = self._cand_step(lambda: self.cand.request({"op": "profile", "iters": 3}, self.config.run_timeout_s))
+        prof = self._cand_step(lambda: self._shared(self.cand.request, {"op": "profile", "iters": 3},
+                                                    self.config.run_timeout_s))
         if prof is None:
             return False
         kernels = prof["kernels"]
@@ -448,12 +459,12 @@ class _Evaluation:
                      "re-checked on extra inputs")
         extra = [trial_inputs.draw(module, self.seed + 3000 + i, trial_inputs.SIGNED if i % 2 else trial_inputs.TASK)
                  for i in range(4)]
-        ref = self._ref_step(lambda: self.ref.request({"op": "trials", "inputs": extra, "reuse": [False] * 4},
-                                                      cfg.run_timeout_s))
+        ref = self._ref_step(lambda: self._shared(self.ref.request, {"op": "trials", "inputs": extra,
+                                                                     "reuse": [False] * 4}, cfg.run_timeout_s))
         if ref is None:
             return
         ok = [i for i, t in enumerate(ref["trials"]) if "error" not in t]
-        cand = self._cand_step(lambda: self.cand.request(
+        cand = self._cand_step(lambda: self._shared(self.cand.request,
             {"op": "trials", "inputs": [extra[i] for i in ok], "reuse": [True] * len(ok), "out_bytes": out_bytes},
             cfg.run_timeout_s))
         if cand is None:

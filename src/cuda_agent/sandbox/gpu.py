@@ -12,6 +12,7 @@ import functools
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,16 +71,54 @@ def no_gpu_reason() -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def gpu_lock(cache_dir: Path, device: int = 0) -> Iterator[None]:
-    """Exclusive use of one GPU for timing, across processes (an flock on a per-GPU file)."""
-    info = gpu_info(device)
-    key = info.uuid if info else f"dev{device}"
-    lock_dir = Path(cache_dir) / "locks"
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / f"gpu-{key}.lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+class GpuLock:
+    """A readers-writer lock on one GPU, across processes (flock on two files per GPU).
+
+    Correctness work (trials, profiles) takes it *shared*: several evaluations may run their
+    trials side by side. Timing takes it *exclusive*: nothing else runs on the GPU while eager,
+    compile and the candidate are timed. A waiting timer holds the gate, so new sharers queue
+    behind it and timing cannot starve. ``held_s`` accumulates the time this object held it.
+    """
+
+    def __init__(self, cache_dir: Path, device: int = 0):
+        info = gpu_info(device)
+        key = info.uuid if info else f"dev{device}"
+        lock_dir = Path(cache_dir) / "locks"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        self.main = lock_dir / f"gpu-{key}.lock"
+        self.gate = lock_dir / f"gpu-{key}.gate"
+        self.held_s = 0.0
+        self.exclusive_s = 0.0
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        with open(self.gate, "a") as gate, open(self.main, "a") as main:
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            fcntl.flock(main, fcntl.LOCK_SH)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+            t0 = time.perf_counter()
+            try:
+                yield
+            finally:
+                self.held_s += time.perf_counter() - t0
+                fcntl.flock(main, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with open(self.gate, "a") as gate, open(self.main, "a") as main:
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            fcntl.flock(main, fcntl.LOCK_EX)
+            t0 = time.perf_counter()
+            try:
+                yield
+            finally:
+                dt = time.perf_counter() - t0
+                self.held_s += dt
+                self.exclusive_s += dt
+                fcntl.flock(main, fcntl.LOCK_UN)
+                fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+def gpu_lock(cache_dir: Path, device: int = 0):
+    """Exclusive use of one GPU (see :class:`GpuLock`)."""
+    return GpuLock(cache_dir, device).exclusive()
