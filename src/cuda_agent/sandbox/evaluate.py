@@ -38,7 +38,7 @@ from .verdict import COMPILE_ERROR, CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR,
 # Kernels a candidate may launch besides its own: vendor GEMM/conv libraries, memsets and
 # copies, and torch's fill/copy kernels behind the allowed allocation and layout operators.
 LIBRARY_KERNELS = re.compile(r"cutlass|gemm|Gemm|GEMM|xmma|cublas|cudnn|nvjet|implicit_convolve|"
-                             r"winograd|fft|^Memset|^Memcpy|^\[memory\]|^void cub::|cub::CUB_|FillFunctor|"
+                             r"winograd|fft|^Memset|^Memcpy|^\[memory\]|^void cub::|cub::CUB_|thrust::|FillFunctor|"
                              r"direct_copy_kernel|copy_kernel|CatArrayBatchedCopy|_cudnn|sm90_|sm80_")
 TORCH_KERNELS = re.compile(r"at::native|at_cuda_detail|^triton_|\(anonymous namespace\)::|"
                            r"^void at::|c10::|pytorch|flash_fwd|fmha")

@@ -29,7 +29,8 @@ new_ones full full_like new_full fill_ zero_ view _unsafe_view reshape _reshape_
 permute transpose t expand squeeze unsqueeze slice select split split_with_sizes chunk unbind narrow
 flatten unflatten alias detach lift_fresh lift_fresh_copy clone contiguous copy_ _to_copy view_as
 expand_as movedim swapaxes resize_ sym_size sym_stride sym_numel sym_storage_offset is_contiguous
-_has_compatible_shallow_copy_type set_ unfold
+_has_compatible_shallow_copy_type set_ unfold diagonal view_as_real view_as_complex squeeze_ unsqueeze_
+transpose_ t_ as_strided_ sym_is_contiguous is_non_overlapping_and_dense is_same_size size stride numel dim
 """.split())
 DTYPE_PRESERVING = frozenset({"copy_", "_to_copy", "clone"})
 CANDIDATE_NAMESPACES = frozenset({"cuda_ext"})
