@@ -64,10 +64,18 @@ def fake_server():
             pass
 
     server = HTTPServer(("127.0.0.1", 0), Handler)
-    server.timeout = 5
-    thread = threading.Thread(target=lambda: [server.handle_request() for _ in range(MAX_REQUESTS)], daemon=True)
+    server.timeout = 0.2  # handle_request() returns after this when idle
+    stop = threading.Event()
+
+    def serve():  # bounded: at most MAX_REQUESTS requests, and stops at teardown
+        while not stop.is_set() and len(requests) < MAX_REQUESTS:
+            server.handle_request()
+
+    thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/v1", requests
+    stop.set()
+    thread.join(timeout=5)
     server.server_close()
 
 
