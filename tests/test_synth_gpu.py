@@ -38,6 +38,49 @@ def test_meta_footprint_grows_with_scaling_and_rejects_broken_scalings():
     assert meta_footprint(broken) is None
 
 
+RELU = (MINI / "level1" / "19_ReLU.py").read_text().replace("16384", "64")
+
+
+def test_scaling_loop_reaches_the_window_on_cpu_timing():
+    """The GPU pass's search, run with wall-clock CPU timing (device="cpu")."""
+    from cuda_agent.synth.gpu import GpuChecker
+
+    torch.set_num_threads(1)
+    checker = GpuChecker(window_ms=(2.0, 60.0), device="cpu", compile=False, reps=3, warmup=1)
+    res = checker.check_source(RELU)
+    assert res.runtime == "pass", res.runtime
+    assert 2.0 <= res.eager_ms <= 60.0 and res.rounds >= 1
+    assert res.constants["batch_size"] > 16 or res.constants["dim"] > 64
+    consts = {k: v for k, (v, _) in module_constants(res.source).items()}
+    assert consts == {**consts, **res.constants}
+
+
+def test_window_out_of_reach_is_a_recorded_failure():
+    from cuda_agent.synth.gpu import GpuChecker
+
+    # No knob: "b_" is not a batch name and 3, 5 are below the size threshold.
+    src = RELU.replace("batch_size", "b_").replace("b_ = 16", "b_ = 3").replace("dim = 64", "dim = 5")
+    checker = GpuChecker(window_ms=(50.0, 60.0), device="cpu", compile=False, reps=2, warmup=1)
+    res = checker.check_source(src)
+    assert res.runtime.startswith("fail") and "no size constant" in res.runtime
+
+
+def test_filter_file_records_outcomes_and_resumes(tmp_path):
+    from cuda_agent.synth import SynthConfig, synthesize
+    from cuda_agent.synth.gpu import filter_file
+
+    synthesize(SynthConfig(count=3, seed=5, out=tmp_path / "t.jsonl", workers=1, progress=False))
+    first = filter_file(tmp_path / "t.jsonl", tmp_path / "g.jsonl", device="cpu", window_ms=(0.05, 1000.0),
+                        compile=False, keep_failed=True, progress=False, limit=2)
+    assert "2/2 rows checked" in first
+    rows = [json.loads(line) for line in (tmp_path / "g.jsonl").read_text().splitlines()]
+    for r in rows:
+        f = json.loads(r["filters"])
+        assert f["runtime"] != "pending" and r["eager_ms"] is not None
+    log = tmp_path / "g.jsonl.parts" / "attempts.jsonl"
+    assert len(log.read_text().splitlines()) == 2
+
+
 @pytest.mark.gpu
 def test_gpu_check_scales_into_the_window(tmp_path):
     if not torch.cuda.is_available():

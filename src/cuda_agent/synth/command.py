@@ -125,6 +125,8 @@ def _filter(args) -> int:
 
     if args.inp is None or args.out is None:
         raise ConfigError("synth filter needs --in PATH and --out PATH")
+    if args.device != "cuda":
+        raise ConfigError("synth filter runs the GPU checks: use --device cuda")
     if args.out.suffix not in (".parquet", ".jsonl"):
         raise ConfigError(f"--out {args.out}: must end in .parquet or .jsonl")
     from .gpu import filter_file

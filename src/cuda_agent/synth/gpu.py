@@ -124,26 +124,34 @@ class GpuChecker:
                  compile: bool = True):
         import torch
 
-        if not torch.cuda.is_available():
-            raise ConfigError("--device cuda: torch sees no CUDA device")
         self.torch = torch
         self.device = torch.device(device)
+        self.cuda = self.device.type == "cuda"
+        if self.cuda and not torch.cuda.is_available():
+            raise ConfigError("--device cuda: torch sees no CUDA device")
         self.lo, self.hi = window_ms
         self.target = math.sqrt(self.lo * self.hi)
         self.max_bytes, self.reps, self.warmup, self.max_rounds = max_bytes, reps, warmup, max_rounds
         self.do_compile = compile
-        props = torch.cuda.get_device_properties(self.device)
-        l2 = int(getattr(props, "L2_cache_size", 0) or 64 << 20)
+        # device="cpu" runs the same logic with wall-clock timing: for tests, not a measurement.
+        l2 = 1 << 20
+        if self.cuda:
+            props = torch.cuda.get_device_properties(self.device)
+            l2 = int(getattr(props, "L2_cache_size", 0) or 64 << 20)
         self.flush = torch.empty(2 * l2 // 4, dtype=torch.float32, device=self.device)
 
     # -- timing --------------------------------------------------------------------------
+
+    def _sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
 
     def _time(self, fn, inputs) -> float:
         torch = self.torch
         with torch.no_grad():
             t0 = time.perf_counter()
             fn(*inputs)
-            torch.cuda.synchronize(self.device)
+            self._sync()
             first = (time.perf_counter() - t0) * 1e3
             warm = self.warmup if first < 2000 else 1
             for _ in range(warm - 1):
@@ -152,6 +160,11 @@ class GpuChecker:
             reps = self.reps if first < 2000 else 3
             for _ in range(reps):
                 self.flush.zero_()
+                if not self.cuda:
+                    t1 = time.perf_counter()
+                    fn(*inputs)
+                    times.append((time.perf_counter() - t1) * 1e3)
+                    continue
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
                 fn(*inputs)
@@ -178,6 +191,10 @@ class GpuChecker:
             return self._time(model, inputs)
         finally:
             del model, inputs
+            self._empty_cache()
+
+    def _empty_cache(self) -> None:
+        if self.cuda:
             self.torch.cuda.empty_cache()
 
     # -- scaling ---------------------------------------------------------------------------
@@ -240,7 +257,7 @@ class GpuChecker:
             try:
                 t = self.measure(current, name)
             except torch.cuda.OutOfMemoryError:
-                torch.cuda.empty_cache()
+                self._empty_cache()
                 why = "out of memory while scaling"
                 break
             except Exception as e:  # noqa: BLE001
@@ -286,7 +303,7 @@ class GpuChecker:
             return f"fail: inductor: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}", None
         finally:
             dynamo.reset()
-            torch.cuda.empty_cache()
+            self._empty_cache()
 
     # -- rows ------------------------------------------------------------------------------
 
@@ -358,8 +375,6 @@ def filter_file(src: Path, dst: Path, device: str = "cuda", window_ms=(1.0, 100.
     from .filters import CPU_FILTERS, accepted, check_cpu, first_failure
     from .writer import RunLog, read_rows, write_rows
 
-    if device != "cuda":
-        raise ConfigError("synth filter runs the GPU checks: use --device cuda")
     src, dst = Path(src), Path(dst)
     rows = list(read_rows(src))
     if limit is not None:
@@ -375,7 +390,7 @@ def filter_file(src: Path, dst: Path, device: str = "cuda", window_ms=(1.0, 100.
         except (TaskError, OSError) as e:
             raise ConfigError(f"--kernelbench {kernelbench}: {e}") from None
     if compile_workers is None:
-        compile_workers = max(0, min(8, (os.cpu_count() or 1) - 4))
+        compile_workers = max(0, min(8, (os.cpu_count() or 1) - 4)) if device.startswith("cuda") else 0
     parallel = compile and compile_workers > 0
     checker = GpuChecker(window_ms=window_ms, device=device, compile=compile and not parallel)
     log = RunLog(dst.with_name(dst.name + ".parts"),
