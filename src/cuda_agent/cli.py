@@ -16,6 +16,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("cuda_agent.sandbox.commands.eval_cmd", "evaluate a solution against a task: correctness, honesty, speed"),
     "check": ("cuda_agent.sandbox.commands.check_cmd", "run the static honesty rules on a solution (no GPU needed)"),
     "synth": ("cuda_agent.synth.command", "synthesize KernelBench-format training tasks; `synth filter` runs the GPU checks"),
+    "bench": ("cuda_agent.bench.command", "run a policy or evaluate existing solutions over KernelBench (resumable)"),
+    "report": ("cuda_agent.bench.report_command", "Table 1, HTML report and per-task table of bench runs"),
 }
 
 EXIT_BAD_INPUT = 2

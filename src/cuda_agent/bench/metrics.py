@@ -1,0 +1,158 @@
+"""The benchmark's numbers, each a small function with its definition beside it.
+
+Everything is computed over *attempts*: one attempt is one (task, sample) row of a run. With one
+sample per task (the paper's setting) an attempt is a task. With several samples per task every
+sample counts once, so a rate is the expected rate of a single sample (pass@1 style).
+
+* **pass rate**: correct attempts / all attempts. A task with no solution, a compile error, a
+  crash, a wrong output or a rejected cheat is an attempt that did not pass.
+* **faster rate vs X** (the paper's): attempts that are correct AND faster than X by more than
+  5% (``speedup_vs_X > 1.05``), over all attempts. The *strict* variant uses ``> 1.0``.
+* **speed-up vs X** (the paper's geomean): geometric mean of ``speedup_vs_X`` over the correct
+  attempts only (failed attempts are left out, not counted as 0 or 1); ``None`` when no attempt
+  is correct. Against compile, correct attempts without a compile baseline are left out too.
+* **fast_p** (KernelBench's): attempts that are correct AND have ``speedup > p``, over all
+  attempts; ``fast_0`` is the pass rate restricted to attempts that have a speed-up at all.
+* **overall**: the same functions over the attempts of every level pooled together, i.e. the
+  level figures averaged with weights equal to their task counts.
+
+X is ``eager`` (PyTorch eager, KernelBench's baseline) or ``compile`` (``torch.compile``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+PAPER_MARGIN = 1.05
+"""The paper counts a kernel as faster than a baseline when it is more than 5% faster."""
+STRICT_MARGIN = 1.0
+FAST_P = (0.0, 0.5, 1.0, 1.5, 2.0)
+BASELINES = ("eager", "compile")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What the metrics need from one (task, sample) row."""
+
+    correct: bool
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+
+    def speedup(self, baseline: str) -> float | None:
+        if baseline not in BASELINES:
+            raise ValueError(f"baseline must be one of {BASELINES}, got {baseline!r}")
+        return self.speedup_vs_eager if baseline == "eager" else self.speedup_vs_compile
+
+    @classmethod
+    def from_verdict(cls, verdict: dict[str, Any]) -> "Attempt":
+        return cls(verdict.get("verdict") == "correct", verdict.get("speedup_vs_eager"),
+                   verdict.get("speedup_vs_compile"))
+
+
+def pass_rate(attempts: Sequence[Attempt]) -> float:
+    """Correct attempts over all attempts (0.0 for none)."""
+    return sum(a.correct for a in attempts) / len(attempts) if attempts else 0.0
+
+
+def fast_p(attempts: Sequence[Attempt], p: float, baseline: str = "eager") -> float:
+    """KernelBench's fast_p: attempts correct AND with ``speedup > p``, over all attempts."""
+    if not attempts:
+        return 0.0
+    hits = 0
+    for a in attempts:
+        s = a.speedup(baseline)
+        hits += bool(a.correct and s is not None and s > p)
+    return hits / len(attempts)
+
+
+def faster_rate(attempts: Sequence[Attempt], baseline: str, margin: float = PAPER_MARGIN) -> float:
+    """The paper's faster rate: correct AND ``speedup > margin`` (1.05), over all attempts."""
+    return fast_p(attempts, margin, baseline)
+
+
+def geomean(values: Iterable[float]) -> float | None:
+    """exp(mean(log v)); None for no values. Raises on a non-positive value (not a speed-up)."""
+    logs = []
+    for v in values:
+        if not v > 0:
+            raise ValueError(f"a speed-up must be positive, got {v!r}")
+        logs.append(math.log(v))
+    return math.exp(sum(logs) / len(logs)) if logs else None
+
+
+def geomean_speedup(attempts: Sequence[Attempt], baseline: str) -> float | None:
+    """The paper's speed-up: geometric mean over correct attempts that have a speed-up."""
+    return geomean(s for a in attempts if a.correct and (s := a.speedup(baseline)) is not None)
+
+
+@dataclass
+class Summary:
+    """The metrics of one split (a level, or overall). Rates are fractions in [0, 1]."""
+
+    split: str
+    attempts: int = 0
+    correct: int = 0
+    pass_rate: float = 0.0
+    faster_than_eager: float = 0.0
+    """correct and speedup_vs_eager > 1.05, over all attempts (the paper's)"""
+    faster_than_compile: float = 0.0
+    faster_than_eager_strict: float = 0.0
+    """correct and speedup_vs_eager > 1.0, over all attempts"""
+    faster_than_compile_strict: float = 0.0
+    speedup_vs_eager: float | None = None
+    """geometric mean over correct attempts (the paper's)"""
+    speedup_vs_compile: float | None = None
+    fast_p_eager: dict[float, float] = field(default_factory=dict)
+    fast_p_compile: dict[float, float] = field(default_factory=dict)
+    verdicts: dict[str, int] = field(default_factory=dict)
+
+
+def summarize(split: str, attempts: Sequence[Attempt], verdicts: Iterable[str] = ()) -> Summary:
+    return Summary(
+        split=split, attempts=len(attempts), correct=sum(a.correct for a in attempts),
+        pass_rate=pass_rate(attempts),
+        faster_than_eager=faster_rate(attempts, "eager"), faster_than_compile=faster_rate(attempts, "compile"),
+        faster_than_eager_strict=faster_rate(attempts, "eager", STRICT_MARGIN),
+        faster_than_compile_strict=faster_rate(attempts, "compile", STRICT_MARGIN),
+        speedup_vs_eager=geomean_speedup(attempts, "eager"), speedup_vs_compile=geomean_speedup(attempts, "compile"),
+        fast_p_eager={p: fast_p(attempts, p, "eager") for p in FAST_P},
+        fast_p_compile={p: fast_p(attempts, p, "compile") for p in FAST_P},
+        verdicts=dict(Counter(verdicts)))
+
+
+def split_name(level: int | None) -> str:
+    return f"Level {level}" if level is not None else "Other"
+
+
+def summarize_levels(rows: Sequence[tuple[int | None, dict[str, Any]]]) -> list[Summary]:
+    """``rows`` are (level, verdict dict). One Summary per level present, then ``Overall``
+    over all rows pooled (weighted by task count)."""
+    by_level: dict[int | None, list[dict[str, Any]]] = {}
+    for level, verdict in rows:
+        by_level.setdefault(level, []).append(verdict)
+    order = sorted(by_level, key=lambda lv: (lv is None, lv or 0))
+    out = [summarize(split_name(lv), [Attempt.from_verdict(v) for v in by_level[lv]],
+                     [v.get("verdict", "?") for v in by_level[lv]]) for lv in order]
+    everything = [v for _, v in rows]
+    out.append(summarize("Overall", [Attempt.from_verdict(v) for v in everything],
+                         [v.get("verdict", "?") for v in everything]))
+    return out
+
+
+DEFINITIONS = """\
+- One attempt is one (task, sample) result; with one sample per task, an attempt is a task.
+- **Pass Rate**: correct attempts / all attempts. No solution, compile error, crash, timeout, wrong output
+  and rejected (a cheat caught by the honesty checks) all count as not passed.
+- **Faster Rate vs. Eager / Compile** (the paper's): attempts that are correct AND more than 5% faster than
+  PyTorch eager / torch.compile (speed-up > 1.05), over all attempts. *Strict* columns use speed-up > 1.0.
+- **Speed-up vs. Eager / Compile** (the paper's): geometric mean of `baseline_ms / kernel_ms` over the
+  correct attempts only; failed attempts are left out. Against compile, correct attempts whose compile
+  baseline failed are left out as well.
+- **fast_p** (KernelBench's): attempts that are correct AND have speed-up > p, over all attempts.
+- **Overall**: every level's attempts pooled, i.e. the level figures weighted by their task counts.
+- Times are medians of CUDA-event timings with the L2 cache flushed between calls, inputs refreshed per
+  call, baselines in the precision mode shown (`fp32`: strict FP32, no TF32)."""

@@ -1,0 +1,490 @@
+"""Reports of bench runs: the paper's Table 1 in markdown, a self-contained HTML page, a per-task table.
+
+    write_report([run, *others], out_dir) -> {"markdown": ..., "html": ..., "tasks": ...}
+
+``report.md``  Table 1 (Pass Rate, Faster Rate vs. Eager / Compile, Speed-up vs. Eager / Compile per
+               level and overall), strict rates, fast_p, verdict counts, the environment, definitions.
+``report.html`` the same, plus plots (base64 PNG, matplotlib Agg; left out with a note when
+               matplotlib is missing): speed-up distribution per level, per-task speed-ups sorted,
+               verdicts per level, and with several runs a comparison; then the per-task table.
+``tasks.md``   one line per attempt: verdict, reward, times, speed-ups, flags, first reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .metrics import DEFINITIONS, FAST_P, Summary, summarize_levels
+from .store import Result, load_run
+
+VERDICT_ORDER = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout")
+VERDICT_COLORS = {"correct": "#2e7d32", "incorrect": "#c62828", "rejected": "#6a1b9a", "compile_error": "#ef6c00",
+                  "runtime_error": "#ad1457", "timeout": "#5d4037"}
+RUN_COLORS = ("#1565c0", "#ef6c00", "#2e7d32", "#6a1b9a", "#c62828", "#00838f")
+TABLE1_COLUMNS = ("Split", "Tasks", "Pass Rate", "Faster Rate vs. Eager", "Faster Rate vs. Compile",
+                  "Speed-up vs. Eager", "Speed-up vs. Compile")
+
+
+@dataclass
+class RunData:
+    name: str
+    path: Path
+    config: dict
+    results: list[Result]
+    summaries: list[Summary]
+
+    def values(self, key: str) -> list[str]:
+        """Distinct non-empty values of a verdict field over the run (gpu, torch_version)."""
+        return sorted({str(r.verdict.get(key)) for r in self.results if r.verdict.get(key)})
+
+    @property
+    def precisions(self) -> list[str]:
+        modes = {(r.verdict.get("precision") or {}).get("mode") for r in self.results}
+        modes |= {self.config.get("precision")}
+        return sorted(m for m in modes if m)
+
+    @property
+    def gpus(self) -> list[str]:
+        from_runs = {g for inv in self.config.get("invocations", []) for g in inv.get("gpus", [])}
+        return sorted(set(self.values("gpu")) | from_runs)
+
+    @property
+    def torch_versions(self) -> list[str]:
+        return self.values("torch_version") or ([self.config["torch"]] if self.config.get("torch") else [])
+
+
+def load(path: str | Path, name: str | None = None) -> RunData:
+    config, results = load_run(path)
+    summaries = summarize_levels([(r.level, r.verdict) for r in results])
+    return RunData(name or Path(path).resolve().name, Path(path).resolve(), config, results, summaries)
+
+
+# ----------------------------------------------------------------------------- formatting
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def speed(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def num(x: float | None, spec: str = ".4f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def table1_rows(s: Summary) -> list[str]:
+    return [s.split, str(s.attempts), pct(s.pass_rate), pct(s.faster_than_eager), pct(s.faster_than_compile),
+            speed(s.speedup_vs_eager), speed(s.speedup_vs_compile)]
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def table1_markdown(runs: list[RunData]) -> str:
+    """The paper's Table 1 columns, one row per level and overall (a Run column when comparing)."""
+    multi = len(runs) > 1
+    header = (["Run"] if multi else []) + list(TABLE1_COLUMNS)
+    rows = [([run.name] if multi else []) + table1_rows(s) for run in runs for s in run.summaries]
+    return _md_table(header, rows)
+
+
+def strict_markdown(runs: list[RunData]) -> str:
+    multi = len(runs) > 1
+    header = (["Run"] if multi else []) + ["Split", "Correct", "Faster vs. Eager (> 1.0)", "Faster vs. Compile (> 1.0)"]
+    rows = [([run.name] if multi else []) + [s.split, f"{s.correct}/{s.attempts}", pct(s.faster_than_eager_strict),
+                                             pct(s.faster_than_compile_strict)] for run in runs for s in run.summaries]
+    return _md_table(header, rows)
+
+
+def fast_p_markdown(runs: list[RunData]) -> str:
+    multi = len(runs) > 1
+    header = (["Run"] if multi else []) + ["Split", "Baseline"] + [f"fast_{p:g}" for p in FAST_P]
+    rows = []
+    for run in runs:
+        for s in run.summaries:
+            for base, values in (("eager", s.fast_p_eager), ("compile", s.fast_p_compile)):
+                rows.append(([run.name] if multi else []) + [s.split, base] + [pct(values[p]) for p in FAST_P])
+    return _md_table(header, rows)
+
+
+def verdicts_markdown(runs: list[RunData]) -> str:
+    multi = len(runs) > 1
+    header = (["Run"] if multi else []) + ["Split"] + list(VERDICT_ORDER)
+    rows = [([run.name] if multi else []) + [s.split] + [str(s.verdicts.get(v, 0)) for v in VERDICT_ORDER]
+            for run in runs for s in run.summaries]
+    return _md_table(header, rows)
+
+
+def environment_lines(run: RunData) -> list[str]:
+    started = [inv.get("started") for inv in run.config.get("invocations", [])]
+    return [f"- run `{run.name}`: `{run.path}`, mode {run.config.get('mode', '?')}, "
+            f"{len(run.results)} attempts, started {started[0] if started else '?'}",
+            f"- GPU: {', '.join(run.gpus) or 'none recorded (no attempt reached the GPU)'}",
+            f"- torch: {', '.join(run.torch_versions) or '?'}   precision mode: {', '.join(run.precisions) or '?'}"]
+
+
+def first_reason(r: Result) -> str:
+    reasons = r.verdict.get("reasons") or []
+    text = reasons[0] if reasons else ""
+    text = " ".join(text.split())
+    return text[:160] + ("..." if len(text) > 160 else "")
+
+
+def tasks_markdown(run: RunData) -> str:
+    header = ["Task", "Sample", "Title", "Status", "Verdict", "Reward", "ms", "Eager ms", "Compile ms",
+              "vs. Eager", "vs. Compile", "Flags", "Reason"]
+    rows = []
+    for r in run.results:
+        v = r.verdict
+        rows.append([r.task, str(r.sample), r.title or "", r.status, v.get("verdict", "?"), num(v.get("reward"), "g"),
+                     num(v.get("ms")), num(v.get("eager_ms")), num(v.get("compile_ms")),
+                     speed(v.get("speedup_vs_eager")), speed(v.get("speedup_vs_compile")),
+                     ", ".join(v.get("flags") or []), first_reason(r)])
+    return f"# Per-task results: {run.name}\n\n" + _md_table(header, rows) + "\n"
+
+
+def report_markdown(runs: list[RunData]) -> str:
+    title = "Bench report: " + " vs. ".join(r.name for r in runs)
+    parts = [f"# {title}", "", *[ln for run in runs for ln in environment_lines(run)], "",
+             "## Table 1", "", table1_markdown(runs), "",
+             "Faster rates count attempts more than 5% faster than the baseline (speed-up > 1.05), over all attempts; "
+             "speed-ups are geometric means over correct attempts only.", "",
+             "## Strict faster rates", "", strict_markdown(runs), "",
+             "## fast_p (KernelBench)", "", fast_p_markdown(runs), "",
+             "## Verdicts", "", verdicts_markdown(runs), "",
+             "## Definitions", "", DEFINITIONS, ""]
+    return "\n".join(parts)
+
+
+# ----------------------------------------------------------------------------- plots
+
+def _matplotlib():
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _speedups(run: RunData, base: str, level=None) -> list[float]:
+    out = []
+    for r in run.results:
+        s = r.verdict.get(f"speedup_vs_{base}")
+        if r.verdict.get("verdict") == "correct" and s and (level is None or r.level == level):
+            out.append(s)
+    return out
+
+
+def _levels(runs: list[RunData]) -> list:
+    return sorted({r.level for run in runs for r in run.results}, key=lambda lv: (lv is None, lv or 0))
+
+
+def _reference_lines(ax) -> None:
+    ax.axhline(1.0, color="#444", lw=1, ls="-", zorder=0)
+    ax.axhline(1.05, color="#888", lw=1, ls="--", zorder=0)
+
+
+def plot_distribution(plt, runs: list[RunData]) -> str:
+    levels = _levels(runs)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+    width = 0.8 / len(runs)
+    for ax, base in zip(axes, ("eager", "compile")):
+        for k, run in enumerate(runs):
+            for i, lv in enumerate(levels):
+                vals = _speedups(run, base, lv)
+                x = i + (k - (len(runs) - 1) / 2) * width
+                if vals:
+                    ax.boxplot([vals], positions=[x], widths=width * 0.8, showfliers=False,
+                               patch_artist=True, boxprops={"facecolor": RUN_COLORS[k % 6] + "33",
+                                                            "edgecolor": RUN_COLORS[k % 6]},
+                               medianprops={"color": RUN_COLORS[k % 6]})
+                    jitter = [x + width * 0.25 * math.sin(7.3 * j) for j in range(len(vals))]
+                    ax.scatter(jitter, vals, s=12, color=RUN_COLORS[k % 6], alpha=0.7, zorder=3,
+                               label=run.name if i == 0 else None)
+        _reference_lines(ax)
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(levels)), [("Level %d" % lv) if lv is not None else "Other" for lv in levels])
+        ax.set_xlim(-0.6, len(levels) - 0.4)
+        ax.set_title(f"speed-up vs. {base} (correct attempts)")
+        ax.grid(axis="y", which="both", alpha=0.25)
+    axes[0].set_ylabel("speed-up (log scale)")
+    if len(runs) > 1:
+        axes[1].legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    out = _png(fig)
+    plt.close(fig)
+    return out
+
+
+def plot_sorted(plt, runs: list[RunData]) -> str:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharey=True)
+    for ax, base in zip(axes, ("eager", "compile")):
+        for k, run in enumerate(runs):
+            vals = sorted(_speedups(run, base))
+            if vals:
+                ax.plot(range(1, len(vals) + 1), vals, marker="o", ms=3, lw=1.2, color=RUN_COLORS[k % 6],
+                        label=f"{run.name} ({len(vals)})")
+        _reference_lines(ax)
+        ax.set_yscale("log")
+        ax.set_xlabel("correct attempts, sorted by speed-up")
+        ax.set_title(f"per-task speed-up vs. {base}")
+        ax.grid(which="both", alpha=0.25)
+        ax.legend(loc="upper left", fontsize=8)
+    axes[0].set_ylabel("speed-up (log scale)")
+    fig.tight_layout()
+    out = _png(fig)
+    plt.close(fig)
+    return out
+
+
+def plot_verdicts(plt, runs: list[RunData]) -> str:
+    labels, counts = [], []
+    for run in runs:
+        for s in run.summaries:
+            labels.append(f"{run.name}: {s.split}" if len(runs) > 1 else s.split)
+            counts.append(s.verdicts)
+    fig, ax = plt.subplots(figsize=(11, 0.45 * len(labels) + 1.0))
+    y = list(range(len(labels)))[::-1]
+    left = [0] * len(labels)
+    for v in VERDICT_ORDER:
+        widths = [c.get(v, 0) for c in counts]
+        if any(widths):
+            ax.barh(y, widths, left=left, color=VERDICT_COLORS[v], label=v, height=0.6)
+            left = [a + b for a, b in zip(left, widths)]
+    ax.set_yticks(y, labels)
+    ax.set_xlabel("attempts")
+    ax.set_title("verdicts per split")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(labels) < 4 else -0.15), ncol=6, fontsize=8,
+              frameon=False)
+    fig.tight_layout()
+    out = _png(fig)
+    plt.close(fig)
+    return out
+
+
+def plot_comparison(plt, runs: list[RunData]) -> str:
+    splits = [s.split for s in runs[0].summaries]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    width = 0.8 / len(runs)
+    metrics = (("pass_rate", "pass rate"), ("faster_than_compile", "faster rate vs. compile (> 1.05)"))
+    for ax, (attr, title) in zip(axes, metrics):
+        for k, run in enumerate(runs):
+            by = {s.split: s for s in run.summaries}
+            vals = [100 * getattr(by[sp], attr) if sp in by else 0 for sp in splits]
+            xs = [i + (k - (len(runs) - 1) / 2) * width for i in range(len(splits))]
+            ax.bar(xs, vals, width=width * 0.9, color=RUN_COLORS[k % 6], label=run.name)
+        ax.set_xticks(range(len(splits)), splits)
+        ax.set_ylim(0, 105)
+        ax.set_ylabel("% of attempts")
+        ax.set_title(title)
+        ax.grid(axis="y", alpha=0.25)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    out = _png(fig)
+    plt.close(fig)
+    return out
+
+
+def plot_pairs(plt, a: RunData, b: RunData) -> str | None:
+    sa = {r.key: r.verdict.get("speedup_vs_compile") for r in a.results if r.verdict.get("verdict") == "correct"}
+    sb = {r.key: r.verdict.get("speedup_vs_compile") for r in b.results if r.verdict.get("verdict") == "correct"}
+    keys = [k for k in sa if k in sb and sa[k] and sb[k]]
+    if not keys:
+        return None
+    fig, ax = plt.subplots(figsize=(4.8, 4.6))
+    xs, ys = [sa[k] for k in keys], [sb[k] for k in keys]
+    ax.scatter(xs, ys, s=16, color=RUN_COLORS[0], alpha=0.8)
+    lo, hi = min(xs + ys + [0.5]) * 0.8, max(xs + ys + [2.0]) * 1.25
+    ax.plot([lo, hi], [lo, hi], color="#666", lw=1, ls="--")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel(f"{a.name}: speed-up vs. compile")
+    ax.set_ylabel(f"{b.name}: speed-up vs. compile")
+    ax.set_title(f"tasks correct in both ({len(keys)})")
+    ax.grid(which="both", alpha=0.25)
+    fig.tight_layout()
+    out = _png(fig)
+    plt.close(fig)
+    return out
+
+
+# ----------------------------------------------------------------------------- HTML
+
+CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1320px;color:#222;
+  padding:0 16px;line-height:1.45}
+h1{font-size:24px;margin:0 0 6px} h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+.meta{color:#555;font-size:13px;margin:2px 0}
+table{border-collapse:collapse;font-size:13px;margin:6px 0 10px}
+th,td{border:1px solid #ddd;padding:4px 8px;text-align:right;vertical-align:top}
+th{background:#f3f5f8;font-weight:600}
+td.l,th.l{text-align:left}
+tr.overall td{font-weight:600;background:#fafafa}
+.verdict{font-weight:600}
+.flags{color:#6a1b9a;font-size:12px}
+.reason{color:#555;font-size:12px;text-align:left;max-width:420px}
+.note{color:#666;font-size:13px}
+.defs{font-size:13px;color:#333;background:#f8f9fb;border:1px solid #e3e6ea;padding:8px 16px}
+img{max-width:100%;border:1px solid #eee;margin:6px 0}
+.scroll{overflow-x:auto}
+a{color:#1565c0;text-decoration:none}
+"""
+
+
+def _html_table(header: list[str], rows: list[list[str]], left: int = 1, row_classes: list[str] | None = None) -> str:
+    """Cells are HTML already. The first ``left`` columns are left-aligned."""
+    th = "".join(f'<th class="{"l" if i < left else ""}">{h}</th>' for i, h in enumerate(header))
+    body = []
+    for n, row in enumerate(rows):
+        cls = f' class="{row_classes[n]}"' if row_classes and row_classes[n] else ""
+        tds = "".join(f'<td class="{"l" if i < left else ""}">{c}</td>' for i, c in enumerate(row))
+        body.append(f"<tr{cls}>{tds}</tr>")
+    return f'<div class="scroll"><table><tr>{th}</tr>{"".join(body)}</table></div>'
+
+
+def _summary_tables_html(runs: list[RunData]) -> str:
+    multi = len(runs) > 1
+    esc = html.escape
+    pre = ["Run"] if multi else []
+
+    def rows(fn):
+        out, classes = [], []
+        for run in runs:
+            for s in run.summaries:
+                out.append(([esc(run.name)] if multi else []) + [esc(c) for c in fn(s)])
+                classes.append("overall" if s.split == "Overall" else "")
+        return out, classes
+
+    t1, c1 = rows(table1_rows)
+    st, c2 = rows(lambda s: [s.split, f"{s.correct}/{s.attempts}", pct(s.faster_than_eager_strict),
+                             pct(s.faster_than_compile_strict)])
+    fe, c3 = rows(lambda s: [s.split] + [pct(s.fast_p_eager[p]) for p in FAST_P])
+    fc, c4 = rows(lambda s: [s.split] + [pct(s.fast_p_compile[p]) for p in FAST_P])
+    vd, c5 = rows(lambda s: [s.split] + [str(s.verdicts.get(v, 0)) for v in VERDICT_ORDER])
+    left = len(pre) + 1
+    return "".join([
+        "<h2>Table 1</h2>", _html_table(pre + list(TABLE1_COLUMNS), t1, left, c1),
+        '<p class="note">Faster rates: correct and more than 5% faster than the baseline (speed-up &gt; 1.05), over '
+        "all attempts. Speed-ups: geometric mean over correct attempts only.</p>",
+        "<h2>Strict faster rates and fast_p</h2>",
+        _html_table(pre + ["Split", "Correct", "Faster vs. Eager (&gt; 1.0)", "Faster vs. Compile (&gt; 1.0)"], st,
+                    left, c2),
+        _html_table(pre + ["Split"] + [f"fast_{p:g} vs. eager" for p in FAST_P], fe, left, c3),
+        _html_table(pre + ["Split"] + [f"fast_{p:g} vs. compile" for p in FAST_P], fc, left, c4),
+        "<h2>Verdicts</h2>", _html_table(pre + ["Split"] + list(VERDICT_ORDER), vd, left, c5),
+    ])
+
+
+def _tasks_html(run: RunData, out_dir: Path, compare: list[RunData]) -> str:
+    esc = html.escape
+    header = ["Task", "S", "Title", "Verdict", "Reward", "ms", "Eager ms", "Compile ms", "vs. Eager", "vs. Compile"]
+    header += [f"{esc(o.name)}: vs. Compile" for o in compare] + ["Flags", "Reason"]
+    others = [{r.key: r for r in o.results} for o in compare]
+    rows = []
+    for r in run.results:
+        v = r.verdict
+        verdict = v.get("verdict", "?")
+        link = run.path / "tasks" / r.task / f"sample_{r.sample}" / "verdict.json"
+        rel = os.path.relpath(link, out_dir)
+        cell = (f'<a href="{esc(rel)}"><span class="verdict" style="color:{VERDICT_COLORS.get(verdict, "#222")}">'
+                f"{esc(verdict)}</span></a>" + ("" if r.status == "evaluated" else f" <small>({esc(r.status)})</small>"))
+        row = [esc(r.task), str(r.sample), esc((r.title or "")[:48]), cell, num(v.get("reward"), "g"),
+               num(v.get("ms")), num(v.get("eager_ms")), num(v.get("compile_ms")),
+               speed(v.get("speedup_vs_eager")), speed(v.get("speedup_vs_compile"))]
+        for o in others:
+            other = o.get(r.key)
+            row.append("-" if other is None else
+                       (speed(other.verdict.get("speedup_vs_compile")) if other.verdict.get("verdict") == "correct"
+                        else esc(other.verdict.get("verdict", "?"))))
+        row += [f'<span class="flags">{esc(", ".join(v.get("flags") or []))}</span>',
+                f'<div class="reason">{esc(first_reason(r))}</div>']
+        rows.append(row)
+    return _html_table(header, rows, left=4)
+
+
+def report_html(runs: list[RunData], out_dir: Path) -> str:
+    esc = html.escape
+    plt = _matplotlib()
+    figs: list[tuple[str, str | None]] = []
+    if plt is not None:
+        figs.append(("Speed-up distribution per level", plot_distribution(plt, runs)))
+        figs.append(("Per-task speed-ups, sorted", plot_sorted(plt, runs)))
+        figs.append(("Verdicts", plot_verdicts(plt, runs)))
+        if len(runs) > 1:
+            figs.append(("Comparison of runs", plot_comparison(plt, runs)))
+            for other in runs[1:]:
+                figs.append((f"{runs[0].name} vs. {other.name}, task by task", plot_pairs(plt, runs[0], other)))
+    title = "Bench report: " + " vs. ".join(r.name for r in runs)
+    meta = []
+    for run in runs:
+        meta += [f'<p class="meta">{esc(line[2:]).replace("`", "")}</p>' for line in environment_lines(run)]
+    body = [f"<h1>{esc(title)}</h1>", *meta, f'<p class="meta">generated {esc(time.strftime("%Y-%m-%d %H:%M"))}</p>',
+            _summary_tables_html(runs), "<h2>Definitions</h2>", f'<div class="defs">{_md_to_html(DEFINITIONS)}</div>',
+            "<h2>Plots</h2>"]
+    if plt is None:
+        body.append('<p class="note">Plots need matplotlib (pip install matplotlib); the tables above are complete.</p>')
+    for caption, png in figs:
+        if png:
+            body.append(f'<h3>{esc(caption)}</h3><img alt="{esc(caption)}" src="data:image/png;base64,{png}">')
+    if any(_speedups(run, "eager") for run in runs):
+        body.append('<p class="note">Solid line: speed-up 1.0; dashed: 1.05, the paper\'s "faster" threshold.</p>')
+    else:
+        body.append('<p class="note">No correct attempt: there are no speed-ups to plot.</p>')
+    body.append(f"<h2>Per-task results: {esc(runs[0].name)}</h2>")
+    body.append(_tasks_html(runs[0], out_dir, runs[1:]))
+    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{esc(title)}</title>'
+            f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>\n")
+
+
+def _md_to_html(text: str) -> str:
+    """The definitions list: '- ' items, **bold**, `code`."""
+    import re
+
+    items, current = [], []
+    for line in text.splitlines():
+        if line.startswith("- ") and current:
+            items.append(" ".join(current))
+            current = []
+        current.append(line[2:] if line.startswith("- ") else line.strip())
+    if current:
+        items.append(" ".join(current))
+    out = []
+    for item in items:
+        s = html.escape(item)
+        s = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", s)
+        s = re.sub(r"\*(.+?)\*", r"<i>\1</i>", s)
+        s = re.sub(r"`(.+?)`", r"<code>\1</code>", s)
+        out.append(f"<li>{s}</li>")
+    return f"<ul>{''.join(out)}</ul>"
+
+
+def write_report(runs: list[RunData], out_dir: str | Path) -> dict[str, Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"markdown": out_dir / "report.md", "html": out_dir / "report.html", "tasks": out_dir / "tasks.md"}
+    paths["markdown"].write_text(report_markdown(runs))
+    paths["html"].write_text(report_html(runs, out_dir))
+    paths["tasks"].write_text("\n".join(tasks_markdown(run) for run in runs))
+    return paths
