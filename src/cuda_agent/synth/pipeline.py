@@ -192,6 +192,10 @@ def load_kernelbench(cfg: SynthConfig):
 def synthesize(cfg: SynthConfig) -> Summary:
     """Run (or resume) a synthesis and write ``cfg.out``. Raises ConfigError on bad input."""
     t0 = time.monotonic()
+    if cfg.out.suffix == ".parquet":
+        from .writer import _require_pyarrow
+
+        _require_pyarrow()  # before an hour of work, not after
     kb = load_kernelbench(cfg)  # cheap, and the likelier bad input: fail fast
     catalog = load_catalog(cfg)
     gpu = None
