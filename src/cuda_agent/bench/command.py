@@ -137,9 +137,9 @@ def _print_summary(config, outcome) -> None:
     print(f"\n{config.out}: {outcome.total} attempts selected, {outcome.done_before} recorded before, "
           f"{outcome.recorded} recorded now; results.sqlite, results.jsonl, tasks/")
     if outcome.no_gpu:
-        print(f"no GPU: {len(outcome.no_gpu)} attempt(s) passed the static checks and built, and need a GPU to go "
-              f"further; they are not recorded ({outcome.no_gpu_reason}). Run the same command on a GPU host.",
-              file=sys.stderr)
+        print(f"no GPU on this host: {len(outcome.no_gpu)} attempt(s) passed the static checks and built, and need a "
+              "GPU for correctness and timing; they are not recorded. Run the same command on a GPU host to finish "
+              "the run.", file=sys.stderr)
     print(f"report: cuda-agent report {config.out}")
 
 

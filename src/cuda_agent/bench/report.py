@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .metrics import DEFINITIONS, FAST_P, Summary, summarize_levels
+from .metrics import BASELINES, DEFINITIONS, FAST_P, Summary, summarize_levels
 from .store import Result, load_run
 
 VERDICT_ORDER = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout")
@@ -204,6 +204,20 @@ def _reference_lines(ax) -> None:
     ax.axhline(1.05, color="#888", lw=1, ls="--", zorder=0)
 
 
+def _speedup_axis(ax, values: list[float], which: str = "y") -> None:
+    """Log scale with ticks at powers of two labelled as speed-ups (0.5x, 1x, 2x), 1x always shown."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    (ax.set_yscale if which == "y" else ax.set_xscale)("log")
+    lo, hi = min(values + [0.8]), max(values + [1.25])
+    ticks = [2.0 ** k for k in range(-10, 11) if lo / 2 <= 2.0 ** k <= hi * 2]
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+    (ax.set_ylim if which == "y" else ax.set_xlim)(lo / 1.3, hi * 1.3)
+
+
 def plot_distribution(plt, runs: list[RunData]) -> str:
     levels = _levels(runs)
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
@@ -222,11 +236,11 @@ def plot_distribution(plt, runs: list[RunData]) -> str:
                     ax.scatter(jitter, vals, s=12, color=RUN_COLORS[k % 6], alpha=0.7, zorder=3,
                                label=run.name if i == 0 else None)
         _reference_lines(ax)
-        ax.set_yscale("log")
+        _speedup_axis(ax, [v for run in runs for v in _speedups(run, "eager") + _speedups(run, "compile")])
         ax.set_xticks(range(len(levels)), [("Level %d" % lv) if lv is not None else "Other" for lv in levels])
         ax.set_xlim(-0.6, len(levels) - 0.4)
         ax.set_title(f"speed-up vs. {base} (correct attempts)")
-        ax.grid(axis="y", which="both", alpha=0.25)
+        ax.grid(axis="y", alpha=0.25)
     axes[0].set_ylabel("speed-up (log scale)")
     if len(runs) > 1:
         axes[1].legend(loc="best", fontsize=8)
@@ -236,20 +250,44 @@ def plot_distribution(plt, runs: list[RunData]) -> str:
     return out
 
 
+def _sorted_speedups(run: RunData, base: str) -> list[tuple[float, str]]:
+    out = []
+    for r in run.results:
+        s = r.verdict.get(f"speedup_vs_{base}")
+        if r.verdict.get("verdict") == "correct" and s:
+            out.append((s, r.task if r.sample == 0 else f"{r.task}/{r.sample}"))
+    return sorted(out)
+
+
 def plot_sorted(plt, runs: list[RunData]) -> str:
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharey=True)
-    for ax, base in zip(axes, ("eager", "compile")):
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.9), sharey=True)
+    everything = [v for run in runs for b in BASELINES for v, _ in _sorted_speedups(run, b)]
+    for ax, base in zip(axes, BASELINES):
         for k, run in enumerate(runs):
-            vals = sorted(_speedups(run, base))
-            if vals:
-                ax.plot(range(1, len(vals) + 1), vals, marker="o", ms=3, lw=1.2, color=RUN_COLORS[k % 6],
-                        label=f"{run.name} ({len(vals)})")
+            pairs = _sorted_speedups(run, base)
+            if not pairs:
+                continue
+            vals, names = [v for v, _ in pairs], [n for _, n in pairs]
+            xs = list(range(1, len(vals) + 1))
+            if len(runs) == 1:
+                colors = [RUN_COLORS[0] if v > 1.05 else "#9e9e9e" for v in vals]
+                ax.bar(xs, [v - 1 for v in vals], bottom=1, color=colors, width=0.75)
+                if len(vals) <= 60:
+                    ax.set_xticks(xs, names, rotation=90, fontsize=7)
+            else:
+                ax.plot(xs, vals, marker="o", ms=3, lw=1.2, color=RUN_COLORS[k % 6], label=f"{run.name} ({len(vals)})")
         _reference_lines(ax)
-        ax.set_yscale("log")
-        ax.set_xlabel("correct attempts, sorted by speed-up")
-        ax.set_title(f"per-task speed-up vs. {base}")
-        ax.grid(which="both", alpha=0.25)
-        ax.legend(loc="upper left", fontsize=8)
+        if everything:
+            _speedup_axis(ax, everything)
+        if len(runs) > 1 or len(_sorted_speedups(runs[0], base)) > 60:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_xlabel("correct attempts, sorted by speed-up")
+        ax.set_title(f"per-task speed-up vs. {base} (correct attempts, sorted)")
+        ax.grid(axis="y", alpha=0.25)
+        if len(runs) > 1:
+            ax.legend(loc="upper left", fontsize=8)
     axes[0].set_ylabel("speed-up (log scale)")
     fig.tight_layout()
     out = _png(fig)
@@ -274,8 +312,7 @@ def plot_verdicts(plt, runs: list[RunData]) -> str:
     ax.set_yticks(y, labels)
     ax.set_xlabel("attempts")
     ax.set_title("verdicts per split")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(labels) < 4 else -0.15), ncol=6, fontsize=8,
-              frameon=False)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.tight_layout()
     out = _png(fig)
     plt.close(fig)
@@ -292,9 +329,10 @@ def plot_comparison(plt, runs: list[RunData]) -> str:
             by = {s.split: s for s in run.summaries}
             vals = [100 * getattr(by[sp], attr) if sp in by else 0 for sp in splits]
             xs = [i + (k - (len(runs) - 1) / 2) * width for i in range(len(splits))]
-            ax.bar(xs, vals, width=width * 0.9, color=RUN_COLORS[k % 6], label=run.name)
+            bars = ax.bar(xs, vals, width=width * 0.9, color=RUN_COLORS[k % 6], label=run.name)
+            ax.bar_label(bars, fmt="%.0f%%", fontsize=7, padding=1)
         ax.set_xticks(range(len(splits)), splits)
-        ax.set_ylim(0, 105)
+        ax.set_ylim(0, 110)
         ax.set_ylabel("% of attempts")
         ax.set_title(title)
         ax.grid(axis="y", alpha=0.25)
@@ -311,15 +349,16 @@ def plot_pairs(plt, a: RunData, b: RunData) -> str | None:
     keys = [k for k in sa if k in sb and sa[k] and sb[k]]
     if not keys:
         return None
-    fig, ax = plt.subplots(figsize=(4.8, 4.6))
+    fig, ax = plt.subplots(figsize=(5.6, 5.2))
     xs, ys = [sa[k] for k in keys], [sb[k] for k in keys]
-    ax.scatter(xs, ys, s=16, color=RUN_COLORS[0], alpha=0.8)
-    lo, hi = min(xs + ys + [0.5]) * 0.8, max(xs + ys + [2.0]) * 1.25
-    ax.plot([lo, hi], [lo, hi], color="#666", lw=1, ls="--")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
+    ax.scatter(xs, ys, s=18, color=RUN_COLORS[0], alpha=0.8, zorder=3)
+    if len(keys) <= 30:
+        for k, x, y in zip(keys, xs, ys):
+            ax.annotate(k[0], (x, y), xytext=(3, 3), textcoords="offset points", fontsize=7, color="#444")
+    lo, hi = min(xs + ys + [0.8]), max(xs + ys + [1.25])
+    ax.plot([lo / 1.3, hi * 1.3], [lo / 1.3, hi * 1.3], color="#666", lw=1, ls="--")
+    _speedup_axis(ax, xs + ys, "x")
+    _speedup_axis(ax, xs + ys, "y")
     ax.set_xlabel(f"{a.name}: speed-up vs. compile")
     ax.set_ylabel(f"{b.name}: speed-up vs. compile")
     ax.set_title(f"tasks correct in both ({len(keys)})")
@@ -353,18 +392,21 @@ a{color:#1565c0;text-decoration:none}
 """
 
 
-def _html_table(header: list[str], rows: list[list[str]], left: int = 1, row_classes: list[str] | None = None) -> str:
-    """Cells are HTML already. The first ``left`` columns are left-aligned."""
-    th = "".join(f'<th class="{"l" if i < left else ""}">{h}</th>' for i, h in enumerate(header))
+def _html_table(header: list[str], rows: list[list[str]], left: int | set[int] = 1,
+                row_classes: list[str] | None = None) -> str:
+    """Cells are HTML already. Columns in ``left`` (or the first ``left``) are left-aligned: text."""
+    left = set(range(left)) if isinstance(left, int) else left
+    th = "".join(f'<th class="{"l" if i in left else ""}">{h}</th>' for i, h in enumerate(header))
     body = []
     for n, row in enumerate(rows):
         cls = f' class="{row_classes[n]}"' if row_classes and row_classes[n] else ""
-        tds = "".join(f'<td class="{"l" if i < left else ""}">{c}</td>' for i, c in enumerate(row))
+        tds = "".join(f'<td class="{"l" if i in left else ""}">{c}</td>' for i, c in enumerate(row))
         body.append(f"<tr{cls}>{tds}</tr>")
     return f'<div class="scroll"><table><tr>{th}</tr>{"".join(body)}</table></div>'
 
 
-def _summary_tables_html(runs: list[RunData]) -> str:
+def _summary_tables_html(runs: list[RunData]) -> tuple[str, str]:
+    """(Table 1, the other summary tables) as HTML."""
     multi = len(runs) > 1
     esc = html.escape
     pre = ["Run"] if multi else []
@@ -384,17 +426,19 @@ def _summary_tables_html(runs: list[RunData]) -> str:
     fc, c4 = rows(lambda s: [s.split] + [pct(s.fast_p_compile[p]) for p in FAST_P])
     vd, c5 = rows(lambda s: [s.split] + [str(s.verdicts.get(v, 0)) for v in VERDICT_ORDER])
     left = len(pre) + 1
-    return "".join([
+    table1 = "".join([
         "<h2>Table 1</h2>", _html_table(pre + list(TABLE1_COLUMNS), t1, left, c1),
         '<p class="note">Faster rates: correct and more than 5% faster than the baseline (speed-up &gt; 1.05), over '
-        "all attempts. Speed-ups: geometric mean over correct attempts only.</p>",
+        "all attempts. Speed-ups: geometric mean over correct attempts only. Definitions below.</p>"])
+    details = "".join([
         "<h2>Strict faster rates and fast_p</h2>",
         _html_table(pre + ["Split", "Correct", "Faster vs. Eager (&gt; 1.0)", "Faster vs. Compile (&gt; 1.0)"], st,
                     left, c2),
         _html_table(pre + ["Split"] + [f"fast_{p:g} vs. eager" for p in FAST_P], fe, left, c3),
         _html_table(pre + ["Split"] + [f"fast_{p:g} vs. compile" for p in FAST_P], fc, left, c4),
-        "<h2>Verdicts</h2>", _html_table(pre + ["Split"] + list(VERDICT_ORDER), vd, left, c5),
+        "<h2>Verdict counts</h2>", _html_table(pre + ["Split"] + list(VERDICT_ORDER), vd, left, c5),
     ])
+    return table1, details
 
 
 def _tasks_html(run: RunData, out_dir: Path, compare: list[RunData]) -> str:
@@ -421,7 +465,8 @@ def _tasks_html(run: RunData, out_dir: Path, compare: list[RunData]) -> str:
         row += [f'<span class="flags">{esc(", ".join(v.get("flags") or []))}</span>',
                 f'<div class="reason">{esc(first_reason(r))}</div>']
         rows.append(row)
-    return _html_table(header, rows, left=4)
+    n = len(header)
+    return _html_table(header, rows, left={0, 2, 3, n - 2, n - 1})
 
 
 def report_html(runs: list[RunData], out_dir: Path) -> str:
@@ -429,9 +474,10 @@ def report_html(runs: list[RunData], out_dir: Path) -> str:
     plt = _matplotlib()
     figs: list[tuple[str, str | None]] = []
     if plt is not None:
-        figs.append(("Speed-up distribution per level", plot_distribution(plt, runs)))
-        figs.append(("Per-task speed-ups, sorted", plot_sorted(plt, runs)))
-        figs.append(("Verdicts", plot_verdicts(plt, runs)))
+        if any(_speedups(run, "eager") for run in runs):
+            figs.append(("Speed-up distribution per level", plot_distribution(plt, runs)))
+            figs.append(("Per-task speed-ups, sorted", plot_sorted(plt, runs)))
+        figs.append(("Verdicts per level", plot_verdicts(plt, runs)))
         if len(runs) > 1:
             figs.append(("Comparison of runs", plot_comparison(plt, runs)))
             for other in runs[1:]:
@@ -440,18 +486,20 @@ def report_html(runs: list[RunData], out_dir: Path) -> str:
     meta = []
     for run in runs:
         meta += [f'<p class="meta">{esc(line[2:]).replace("`", "")}</p>' for line in environment_lines(run)]
+    table1, details = _summary_tables_html(runs)
     body = [f"<h1>{esc(title)}</h1>", *meta, f'<p class="meta">generated {esc(time.strftime("%Y-%m-%d %H:%M"))}</p>',
-            _summary_tables_html(runs), "<h2>Definitions</h2>", f'<div class="defs">{_md_to_html(DEFINITIONS)}</div>',
-            "<h2>Plots</h2>"]
+            table1, "<h2>Definitions</h2>", f'<div class="defs">{_md_to_html(DEFINITIONS)}</div>', "<h2>Plots</h2>"]
     if plt is None:
-        body.append('<p class="note">Plots need matplotlib (pip install matplotlib); the tables above are complete.</p>')
+        body.append('<p class="note">Plots need matplotlib (pip install matplotlib); the tables are complete.</p>')
+    elif not any(_speedups(run, "eager") for run in runs):
+        body.append('<p class="note">No correct attempt: there are no speed-ups to plot.</p>')
+    else:
+        body.append('<p class="note">Speed-up plots: solid line 1.0x; dashed line 1.05x, the paper\'s "faster" '
+                    "threshold. Only correct attempts have speed-ups.</p>")
     for caption, png in figs:
         if png:
             body.append(f'<h3>{esc(caption)}</h3><img alt="{esc(caption)}" src="data:image/png;base64,{png}">')
-    if any(_speedups(run, "eager") for run in runs):
-        body.append('<p class="note">Solid line: speed-up 1.0; dashed: 1.05, the paper\'s "faster" threshold.</p>')
-    else:
-        body.append('<p class="note">No correct attempt: there are no speed-ups to plot.</p>')
+    body.append(details)
     body.append(f"<h2>Per-task results: {esc(runs[0].name)}</h2>")
     body.append(_tasks_html(runs[0], out_dir, runs[1:]))
     return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{esc(title)}</title>'
