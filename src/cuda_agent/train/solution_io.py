@@ -14,7 +14,7 @@ A single-turn completion names each file in a heading and gives it in a fenced b
 
 A completion with no headings but one ```python block defining ``ModelNew`` is taken as a
 single-file (``load_inline``) solution. Only the paths a solution may have are accepted:
-``model_new.py`` and ``kernels/<name>.{cu,cuh,h,hpp,cpp}``; anything else is dropped.
+``model_new.py`` and ``kernels/**/<name>.{cu,cuh,h,hpp,cpp}``; anything else is dropped.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def allowed_path(path: str) -> bool:
         return False
     if str(p) == "model_new.py":
         return True
-    return len(p.parts) == 2 and p.parts[0] == "kernels" and p.suffix in _KERNEL_SUFFIXES
+    return len(p.parts) >= 2 and p.parts[0] == "kernels" and p.suffix in _KERNEL_SUFFIXES
 
 
 def parse_completion(text: str) -> dict[str, str]:

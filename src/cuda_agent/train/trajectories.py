@@ -4,10 +4,10 @@ An :class:`Episode` is what training needs from one agent run: the conversation 
 OpenAI/TRL message format (``tool_calls[].function.arguments`` as dicts), the tool schemas the
 model saw, the task, and the outcome (the final Verdict and its reward).
 
-Reading goes through the agent package's trajectory format (``cuda_agent.agent``), and falls
-back to plain JSONL records with the same fields (``messages``, ``tools``, ``task``,
-``verdict`` / ``reward``), one episode per line, which is also what :func:`write_episodes`
-writes. See docs/train.md, "Data".
+Reading goes through the agent package's trajectory reader (``cuda_agent.agent.trajectory``,
+docs/agent.md: ``messages``, ``tools``, ``task``, ``reward``, ``best.verdict``); the records
+:func:`write_episodes` writes carry the same fields plus ``format_version``, so both readers
+take them. See docs/train.md, "Data".
 """
 
 from __future__ import annotations
@@ -73,7 +73,8 @@ def normalize_messages(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any
 
 def episode_from_record(d: dict[str, Any]) -> Episode:
     """One JSON record (ours, or the agent's per-episode summary) -> Episode."""
-    verdict = d.get("verdict") or d.get("final_verdict") or d.get("best_verdict")
+    best = d.get("best") if isinstance(d.get("best"), dict) else {}
+    verdict = d.get("verdict") or best.get("verdict")
     reward = d.get("reward")
     if reward is None and isinstance(verdict, dict):
         reward = verdict.get("reward")
@@ -136,9 +137,10 @@ def select_for_rft(episodes: Iterable[Episode], min_reward: float = 1.0, config:
 
 
 def _agent_reader():
-    """The agent package's episode reader, if it provides one (``read_trajectory_records``)."""
+    """The agent package's trajectory reader (``cuda_agent.agent.trajectory.load_jsonl``: checks the
+    format version), when the agent package is importable."""
     try:
-        from ..agent import trajectory as agent_trajectory  # noqa: PLC0415 - optional, lands separately
+        from ..agent.trajectory import load_jsonl
     except ImportError:
         return None
-    return getattr(agent_trajectory, "read_training_records", None)
+    return load_jsonl
