@@ -15,6 +15,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("cuda_agent.sandbox.commands.eval_cmd", "evaluate a solution against a task: correctness, honesty, speed"),
     "check": ("cuda_agent.sandbox.commands.check_cmd", "run the static honesty rules on a solution (no GPU needed)"),
+    "optimize": ("cuda_agent.agent.command", "run the agent on a task file or your own nn.Module: kernels faster than torch.compile"),
     "synth": ("cuda_agent.synth.command", "synthesize KernelBench-format training tasks; `synth filter` runs the GPU checks"),
     "bench": ("cuda_agent.bench.command", "run a policy or evaluate existing solutions over KernelBench (resumable)"),
     "report": ("cuda_agent.bench.report_command", "Table 1, HTML report and per-task table of bench runs"),

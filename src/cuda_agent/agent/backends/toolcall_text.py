@@ -1,0 +1,154 @@
+"""Tool calls written as text, for servers and chat templates without native tool calling.
+
+The convention we teach (``templates/text_tools.md``) is the Hermes / Qwen2.5 one::
+
+    <tool_call>
+    {"name": "write_file", "arguments": {"path": "kernels/a.cu", "content": "..."}}
+    </tool_call>
+
+The parser also reads ``"parameters"`` for ``"arguments"`` (Llama 3.1 style), arguments given as a
+JSON *string*, a last ``<tool_call>`` left unclosed when generation stopped, and the Qwen3-Coder
+XML form::
+
+    <tool_call><function=bash><parameter=command>ls -l</parameter></function></tool_call>
+
+JSON is read with ``strict=False`` (models often put raw newlines inside strings).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from typing import Any
+
+from . import ToolCall
+
+BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
+XML_FUNC = re.compile(r"<function=([^>\s]+)>(.*?)(?:</function>|\Z)", re.S)
+XML_PARAM = re.compile(r"<parameter=([^>\s]+)>\n?(.*?)\n?(?:</parameter>|(?=<parameter=)|\Z)", re.S)
+
+
+def new_call_id() -> str:
+    return f"call_{secrets.token_hex(6)}"
+
+
+def _loads(text: str) -> Any:
+    return json.loads(text, strict=False)
+
+
+def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """Arguments as produced (object or JSON text) -> (dict, None) or (None, error)."""
+    if isinstance(raw, dict):
+        return raw, None
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}, None
+    if not isinstance(raw, str):
+        return None, f"arguments must be a JSON object, got {type(raw).__name__}"
+    try:
+        value = _loads(raw)
+    except json.JSONDecodeError as e:
+        return None, f"arguments are not valid JSON ({e.msg} at line {e.lineno} column {e.colno})"
+    if isinstance(value, str):  # double-encoded
+        try:
+            value = _loads(value)
+        except json.JSONDecodeError:
+            pass
+    if not isinstance(value, dict):
+        return None, f"arguments must be a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def _parse_json_block(body: str) -> ToolCall:
+    text = body.strip()
+    if text.startswith("```"):
+        text = re.sub(r"^```\w*\s*|\s*```$", "", text)
+    try:
+        obj = _loads(text)
+    except json.JSONDecodeError as e:
+        name = re.search(r'"name"\s*:\s*"([^"]+)"', text)
+        return ToolCall(new_call_id(), name.group(1) if name else "", None, raw_arguments=text,
+                        error=f"the <tool_call> block is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})")
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        return ToolCall(new_call_id(), "", None, raw_arguments=text,
+                        error='a <tool_call> block must hold {"name": "...", "arguments": {...}}')
+    raw = obj.get("arguments", obj.get("parameters", {}))
+    args, error = parse_arguments(raw)
+    return ToolCall(new_call_id(), obj["name"], args,
+                    raw_arguments=raw if isinstance(raw, str) else json.dumps(raw), error=error)
+
+
+def _parse_xml_block(body: str) -> ToolCall:
+    m = XML_FUNC.search(body)
+    name, inner = m.group(1).strip(), m.group(2)
+    args: dict[str, Any] = {}
+    for key, value in XML_PARAM.findall(inner):
+        try:  # numbers, booleans and objects come through as JSON; text stays text
+            parsed = _loads(value)
+            args[key] = parsed if not isinstance(parsed, str) else value
+        except json.JSONDecodeError:
+            args[key] = value
+    return ToolCall(new_call_id(), name, args, raw_arguments=json.dumps(args))
+
+
+def parse_tool_calls(text: str) -> tuple[str, list[ToolCall], list[str]]:
+    """(text without the tool-call blocks, parsed calls, error messages for calls that failed)."""
+    calls: list[ToolCall] = []
+    errors: list[str] = []
+    for m in BLOCK.finditer(text or ""):
+        body = m.group(1)
+        if not body.strip():
+            continue
+        call = _parse_xml_block(body) if XML_FUNC.search(body) else _parse_json_block(body)
+        if call.error and not call.name:
+            errors.append(call.error)
+            continue
+        calls.append(call)
+    if not calls and not errors:  # bare Qwen3-Coder function blocks, without <tool_call>
+        for m in XML_FUNC.finditer(text or ""):
+            calls.append(_parse_xml_block(m.group(0)))
+    rest = BLOCK.sub("", text or "")
+    if calls:
+        rest = XML_FUNC.sub("", rest)
+    return rest.strip(), calls, errors
+
+
+def render_tool_call(call: dict[str, Any]) -> str:
+    """One OpenAI ``tool_calls`` entry as a text block of our convention."""
+    fn = call.get("function", {})
+    args = fn.get("arguments", {})
+    if isinstance(args, str):
+        parsed, error = parse_arguments(args)
+        args = parsed if error is None else args
+    return "<tool_call>\n" + json.dumps({"name": fn.get("name"), "arguments": args}, ensure_ascii=False) + \
+        "\n</tool_call>"
+
+
+def to_text_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rewrite a conversation for a model without native tools: the tool schemas and the calling
+    convention go into the system prompt, assistant tool calls become text blocks, and tool
+    results become user messages holding <tool_response> blocks."""
+    from ..templating import render
+
+    out: list[dict[str, Any]] = []
+    instructions = render("text_tools.md", tool_schemas="\n".join(json.dumps(t, ensure_ascii=False) for t in tools))
+    for msg in messages:
+        role = msg["role"]
+        if role == "system":
+            out.append({"role": "system", "content": (msg.get("content") or "") + instructions})
+        elif role == "assistant":
+            parts = [msg.get("content") or ""] + [render_tool_call(c) for c in msg.get("tool_calls") or []]
+            out.append({"role": "assistant", "content": "\n".join(p for p in parts if p)})
+        elif role == "tool":
+            block = f"<tool_response name=\"{msg.get('name', '')}\">\n{msg.get('content', '')}\n</tool_response>"
+            if out and out[-1]["role"] == "user" and out[-1].get("_tool_results"):
+                out[-1]["content"] += "\n" + block
+            else:
+                out.append({"role": "user", "content": block, "_tool_results": True})
+        else:
+            out.append({"role": role, "content": msg.get("content") or ""})
+    if not out or out[0]["role"] != "system":
+        out.insert(0, {"role": "system", "content": instructions.strip()})
+    for m in out:
+        m.pop("_tool_results", None)
+    return out

@@ -1,0 +1,77 @@
+"""`bash`: a shell command in the workspace, with a timeout and a scrubbed environment.
+
+The command runs in its own process group (killed whole on timeout), with no stdin, HOME set to
+the workspace and an environment reduced to what a compiler and Python need: proxies, tokens,
+keys and credentials are not passed on. This is hygiene, not isolation: the command runs as
+the user (run untrusted agents inside a container).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+from . import Tool, ToolResult, obj, truncate
+
+KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
+        "LD_LIBRARY_PATH", "CC", "CXX", "VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH", "TORCH_CUDA_ARCH_LIST",
+        "NVIDIA_VISIBLE_DEVICES", "CUDA_AGENT_CACHE", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+SECRET = re.compile(r"PROXY|TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.I)
+
+
+def scrubbed_env(home: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in KEEP and not SECRET.search(k)}
+    env.update(HOME=home, PWD=home, TERM="dumb", PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    return env
+
+
+class Bash(Tool):
+    name = "bash"
+    description = ("Run a bash command in the workspace directory (HOME is the workspace). Use it for nvidia-smi, "
+                   "quick Python checks, listing files. Output (stdout and stderr) is truncated when long. "
+                   "Build, verify and profile with the compile/verify/profile tools, not by hand.")
+    parameters = obj({"command": {"type": "string", "description": "the command line"},
+                      "timeout": {"type": "integer", "description": "seconds before the command is killed "
+                                                                    "(default 120, at most 600)"}},
+                     required=("command",))
+
+    def run(self, args, env) -> ToolResult:
+        limits = env.config.limits
+        timeout = min(float(args.get("timeout") or limits.bash_timeout_s), limits.bash_max_timeout_s)
+        if timeout <= 0:
+            return ToolResult("timeout must be positive", ok=False)
+        root = str(env.workspace.root)
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(["bash", "-c", args["command"]], cwd=root, env=scrubbed_env(root),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            try:
+                out, _ = proc.communicate(timeout=5)
+            except subprocess.TimeoutExpired:  # a child left the group and holds the pipe
+                out = b""
+            timed_out = True
+        text = out.decode(errors="replace")
+        text = truncate(text, limits.max_output_chars)
+        took = time.perf_counter() - t0
+        if timed_out:
+            return ToolResult(f"{text}\n[killed after {timeout:.0f} s timeout]", ok=False,
+                              info={"exit_code": None, "s": round(took, 3)})
+        status = f"[exit code {proc.returncode}]"
+        return ToolResult(f"{text}\n{status}" if text else status, ok=proc.returncode == 0,
+                          info={"exit_code": proc.returncode})
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
