@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("cuda_agent.sandbox.commands.check_cmd", "run the static honesty rules on a solution (no GPU needed)"),
     "optimize": ("cuda_agent.agent.command", "run the agent on a task file or your own nn.Module: kernels faster than torch.compile"),
     "synth": ("cuda_agent.synth.command", "synthesize KernelBench-format training tasks; `synth filter` runs the GPU checks"),
+    "train": ("cuda_agent.train.command", "train: single-turn RL, RFT, value pretraining, agentic RL; eval service; verl"),
     "bench": ("cuda_agent.bench.command", "run a policy or evaluate existing solutions over KernelBench (resumable)"),
     "report": ("cuda_agent.bench.report_command", "Table 1, HTML report and per-task table of bench runs"),
 }

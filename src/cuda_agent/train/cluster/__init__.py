@@ -1,0 +1,12 @@
+"""The cluster recipe on verl: PPO with a critic for multi-turn agentic RL (the paper's stage 4).
+
+* :mod:`.episode`: the token-in/token-out agent loop, independent of verl (tested here against
+  a local OpenAI-compatible server): generated tokens get mask 1, tool output mask 0, and the
+  outcome reward is the best verified solution's.
+* :mod:`.agent_loop`: that loop as a verl ``AgentLoopBase`` (``configs/verl/agent_loops.yaml``).
+* :mod:`.reward`: a verl ``custom_reward_function`` (``compute_score``) for single-turn rows.
+* :mod:`.dataset`: tasks -> the parquet verl's ``RLHFDataset`` reads.
+* :mod:`.schema`: validation of our YAML configs against the keys and values we rely on.
+
+verl, Ray and vLLM are imported only by :mod:`.agent_loop`, and only when verl loads it.
+"""

@@ -1,0 +1,165 @@
+"""``cuda-agent train``: the four stages, the evaluation service, data conversion, config checks.
+
+    cuda-agent train single-turn --model M --tasks T --out runs/st [--eval-url URL] [--preset smoke] [--set k=v]
+    cuda-agent train rft         --model M --trajectories DIR --out runs/rft
+    cuda-agent train value       --model M --trajectories DIR --out runs/value
+    cuda-agent train agentic     --model M --tasks T --out runs/agentic [--eval-url URL]
+    cuda-agent train serve       --gpus 6,7 [--host 0.0.0.0] [--port 8420]
+    cuda-agent train data        prompts|sft|value|verl --in SRC --out FILE
+    cuda-agent train verl-check  configs/verl/ppo_agentic.yaml [--no-paper]
+    cuda-agent train tiny-model  OUT [--corpus FILES...]
+
+Every stage resumes from the newest checkpoint in ``--out`` when run again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+STAGE_HELP = {
+    "single-turn": "stage 1: single-turn RL warm-up (TRL GRPO, sandbox reward)",
+    "rft": "stage 2: rejection fine-tuning on cleaned positive-reward trajectories (TRL SFT)",
+    "value": "stage 3: critic pretraining on trajectory states -> outcome reward",
+    "agentic": "stage 4 on one node: multi-turn agentic GRPO with our tools (TRL); PPO+critic: verl",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="train_command", metavar="STAGE")
+    for name, help_text in STAGE_HELP.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--model", help="model to start from (HF name or path)")
+        if name in ("single-turn", "agentic"):
+            p.add_argument("--tasks", help="task .py, directory of them, or synth/Ops-6K .parquet/.jsonl")
+            p.add_argument("--eval-url", help="evaluation service URL (default: the sandbox in this process)")
+        else:
+            p.add_argument("--trajectories", help="agent trajectory JSONL file or directory")
+        p.add_argument("--out", help="run directory (resumes from its newest checkpoint)")
+        p.add_argument("--preset", default="paper", choices=["paper", "smoke"])
+        p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a Config field, e.g. --set optim.max_steps=10 --set reward.kind=speedup")
+        p.add_argument("--print-config", action="store_true", help="print the resolved Config and exit")
+        p.set_defaults(train_action="stage", stage=name)
+
+    p = sub.add_parser("serve", help="the evaluation service: the sandbox behind HTTP on reserved GPUs")
+    p.add_argument("--gpus", default="0", help="comma-separated GPU indices reserved for timing")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8420)
+    p.add_argument("--per-gpu", type=int, default=2)
+    p.add_argument("--max-queue", type=int, default=512)
+    p.add_argument("--job-timeout-s", type=float, default=1200.0)
+    p.add_argument("--precision", default="fp32", choices=["fp32", "tf32"])
+    p.set_defaults(train_action="serve")
+
+    p = sub.add_parser("data", help="convert: tasks -> prompts / verl parquet; trajectories -> SFT / value rows")
+    p.add_argument("kind", choices=["prompts", "sft", "value", "verl"])
+    p.add_argument("--in", dest="src", required=True, help="tasks (prompts, verl) or trajectories (sft, value)")
+    p.add_argument("--out", required=True, help=".jsonl (prompts, sft, value) or .parquet (verl)")
+    p.add_argument("--min-reward", type=float, default=1.0, help="sft: keep episodes with at least this reward")
+    p.add_argument("--mode", default="agentic", choices=["agentic", "single_turn"], help="verl: which rows")
+    p.set_defaults(train_action="data")
+
+    p = sub.add_parser("verl-check", help="validate a verl YAML config against our schema and the paper")
+    p.add_argument("config")
+    p.add_argument("--no-paper", action="store_true", help="skip the paper-hyperparameter checks (smoke configs)")
+    p.add_argument("--check-files", action="store_true", help="also require model and data paths to exist")
+    p.set_defaults(train_action="verl_check")
+
+    p = sub.add_parser("tiny-model", help="write a tiny random-init causal LM + local tokenizer (tests, smoke runs)")
+    p.add_argument("out")
+    p.add_argument("--corpus", nargs="*", default=[], help="text files to train the tokenizer on")
+    p.set_defaults(train_action="tiny")
+
+
+def run(args: argparse.Namespace) -> int:
+    action = getattr(args, "train_action", None)
+    if action is None:
+        print("cuda-agent train: name a stage (single-turn, rft, value, agentic) or serve/data/verl-check/tiny-model",
+              file=sys.stderr)
+        return 2
+    return {"stage": _stage, "serve": _serve, "data": _data, "verl_check": _verl_check, "tiny": _tiny}[action](args)
+
+
+def _stage(args) -> int:
+    from dataclasses import asdict
+
+    from .common import apply_overrides
+    from .presets import PRESETS, stage_class
+
+    cfg = PRESETS[args.preset](args.stage)
+    for attr in ("model", "tasks", "trajectories"):
+        if getattr(args, attr, None):
+            setattr(cfg, attr, getattr(args, attr))
+    if args.out:
+        cfg.run.out = args.out
+    if getattr(args, "eval_url", None):
+        cfg.sandbox.eval_url = args.eval_url
+    apply_overrides(cfg, args.overrides)
+    if args.print_config:
+        print(json.dumps(asdict(cfg), indent=2, default=str))
+        return 0
+    final = stage_class(args.stage)(cfg).run()
+    print(f"{args.stage}: final model in {final}; metrics in {cfg.run.out}/metrics.csv and metrics.png")
+    return 0
+
+
+def _serve(args) -> int:
+    from .service import EvalService, EvalServiceConfig
+
+    cfg = EvalServiceConfig(host=args.host, port=args.port, gpus=[int(g) for g in args.gpus.split(",") if g.strip()],
+                            per_gpu=args.per_gpu, max_queue=args.max_queue, job_timeout_s=args.job_timeout_s,
+                            precision=args.precision)
+    service = EvalService(cfg)
+    print(f"evaluation service on http://{cfg.host}:{cfg.port} (GPUs {cfg.gpus}, {cfg.per_gpu} jobs each)", flush=True)
+    service.serve_forever()
+    return 0
+
+
+def _data(args) -> int:
+    from pathlib import Path
+
+    from . import data as d
+    from .trajectories import read_episodes, select_for_rft
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if args.kind == "verl":
+        from .cluster.dataset import verl_rows, write_parquet
+
+        rows = verl_rows(d.load_tasks(args.src), args.mode)
+        write_parquet(rows, out)
+    else:
+        if args.kind == "prompts":
+            rows = d.prompt_rows(d.load_tasks(args.src))
+        elif args.kind == "sft":
+            kept, stats = select_for_rft(read_episodes(args.src), args.min_reward)
+            rows = d.sft_rows(kept)
+            print(f"cleaning: {json.dumps(vars(stats))}")
+        else:
+            rows = d.value_rows(read_episodes(args.src))
+        out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    print(f"{len(rows)} rows -> {out}")
+    return 0
+
+
+def _verl_check(args) -> int:
+    from .cluster.schema import validate
+
+    errors = validate(args.config, paper=not args.no_paper, check_files=args.check_files)
+    for e in errors:
+        print(f"{args.config}: {e}")
+    if not errors:
+        print(f"{args.config}: ok")
+    return 1 if errors else 0
+
+
+def _tiny(args) -> int:
+    from pathlib import Path
+
+    from .tiny import make_tiny_model
+
+    corpus = [Path(p).read_text() for p in args.corpus]
+    print(make_tiny_model(args.out, corpus))
+    return 0
