@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,10 +75,11 @@ class Environment:
     def execute(self, name: str, arguments: Any) -> ToolResult:
         tool = self.tools.get(name)
         if tool is None:
-            return ToolResult(f"unknown tool {name!r}; the tools are: {', '.join(self.tools)}", ok=False)
+            return ToolResult(f"unknown tool {name!r}; the tools are: {', '.join(self.tools)}", ok=False,
+                              info={"invalid_call": True})
         args, error = validate_args(arguments, tool.parameters)
         if error:
-            return ToolResult(f"{name}: {error}", ok=False)
+            return ToolResult(f"{name}: {error}", ok=False, info={"invalid_call": True})
         return tool.run(args, self)
 
     # ------------------------------------------------------------------ sandbox plumbing

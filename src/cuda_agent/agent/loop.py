@@ -224,7 +224,7 @@ class Agent:
         self.progress.call(self.turn, call.name, _call_summary(call.name, call.arguments) or
                            result.output.splitlines()[0][:100] if result.output else "", result.ok, took)
         self.after_result(call, result)
-        return call.name in self.env.tools
+        return not result.info.get("invalid_call", False)
 
     def after_result(self, call: ToolCall, result: ToolResult) -> None:
         if result.verdict is not None:

@@ -1,0 +1,176 @@
+"""The workspace and the tools, run for real on a temporary workspace (no LLM involved)."""
+
+import os
+import time
+
+import pytest
+
+from cuda_agent.agent import Environment
+from cuda_agent.agent.templating import TemplateError, render, render_text
+from cuda_agent.agent.tools import validate_args
+from cuda_agent.agent.workspace import starter_model_new
+
+from .agent_support import THREAD_MODEL_NEW, config, tiny_task
+
+
+@pytest.fixture
+def env(tmp_path):
+    return Environment(tiny_task(tmp_path), tmp_path / "run", config(tmp_path))
+
+
+def test_workspace_layout(env):
+    root = env.workspace.root
+    assert {p.name for p in root.iterdir()} == {"SKILL.md", "model.py", "model_new.py", "kernels"}
+    assert (root / "model.py").read_text() == env.task.source
+    assert not os.access(root / "model.py", os.W_OK) or os.geteuid() == 0  # chmod 444 (root ignores it)
+    skill = (root / "SKILL.md").read_text()
+    for must in ("STABLE_TORCH_LIBRARY", "import cuda_ext", "prepare", "cuBLAS", "cuDNN", "fallback", "1.05"):
+        assert must in skill, must
+    starter = (root / "model_new.py").read_text()
+    assert "class ModelNew(nn.Module)" in starter and "NotImplementedError" in starter
+    compile(starter, "model_new.py", "exec")
+
+
+@pytest.mark.parametrize("path", ["../x.txt", "kernels/../../x.txt", "/etc/passwd", "/tmp", ""])
+def test_path_escapes_are_rejected(env, path):
+    for tool, args in (("read_file", {"path": path}), ("write_file", {"path": path, "content": "x"}),
+                       ("edit_file", {"path": path, "old_string": "a", "new_string": "b"}),
+                       ("grep", {"pattern": "x", "path": path})):
+        if tool == "grep" and not path:
+            continue  # grep's path is optional: empty means the whole workspace
+        r = env.execute(tool, args)
+        assert not r.ok, (tool, path, r.output)
+    assert not (env.workspace.root.parent / "x.txt").exists()
+
+
+def test_symlink_escape_is_rejected(env, tmp_path):
+    outside = tmp_path / "secret.txt"
+    outside.write_text("secret")
+    (env.workspace.root / "link.txt").symlink_to(outside)
+    r = env.execute("read_file", {"path": "link.txt"})
+    assert not r.ok and "outside the workspace" in r.output
+    assert not env.execute("glob", {"pattern": "../*"}).ok
+
+
+def test_absolute_path_inside_is_fine(env):
+    r = env.execute("read_file", {"path": str(env.workspace.root / "model.py")})
+    assert r.ok and "class Model" in r.output
+
+
+def test_read_only_files_cannot_be_written_by_tools(env):
+    for name in ("model.py", "SKILL.md"):
+        r = env.execute("write_file", {"path": name, "content": "x"})
+        assert not r.ok and "read-only" in r.output
+        r = env.execute("edit_file", {"path": name, "old_string": "import", "new_string": "x"})
+        assert not r.ok and "read-only" in r.output
+
+
+def test_tampered_model_py_is_restored_before_verify(env):
+    ws = env.workspace.root
+    env.execute("bash", {"command": "chmod u+w model.py && echo 'Model = None' > model.py && rm SKILL.md"})
+    assert (ws / "model.py").read_text().strip() == "Model = None"
+    env.execute("write_file", {"path": "model_new.py", "content": THREAD_MODEL_NEW})
+    r = env.execute("verify", {})  # rejected by the static rules: no GPU or build needed
+    assert "model.py had been changed" in r.output and "SKILL.md had been changed" in r.output
+    assert (ws / "model.py").read_text() == env.task.source
+    assert "STABLE_TORCH_LIBRARY" in (ws / "SKILL.md").read_text()
+    assert r.verdict["verdict"] == "rejected" and "threads" in r.verdict["flags"]
+
+
+def test_edit_file_needs_a_unique_match(env):
+    env.execute("write_file", {"path": "kernels/a.cu", "content": "int a = 1;\nint b = 1;\n"})
+    r = env.execute("edit_file", {"path": "kernels/a.cu", "old_string": "= 1;", "new_string": "= 2;"})
+    assert not r.ok and "occurs 2 times" in r.output
+    r = env.execute("edit_file", {"path": "kernels/a.cu", "old_string": "int a = 1;", "new_string": "int a = 2;"})
+    assert r.ok
+    r = env.execute("edit_file", {"path": "kernels/a.cu", "old_string": "int c", "new_string": "x"})
+    assert not r.ok and "not found" in r.output
+    r = env.execute("edit_file", {"path": "kernels/a.cu", "old_string": "int  b =  1;", "new_string": "x"})
+    assert not r.ok and "whitespace" in r.output
+    r = env.execute("edit_file", {"path": "kernels/a.cu", "old_string": "int", "new_string": "long", "replace_all": True})
+    assert r.ok and (env.workspace.root / "kernels/a.cu").read_text() == "long a = 2;\nlong b = 1;\n"
+
+
+def test_oversized_write_is_refused(env):
+    big = "x" * (env.config.limits.max_write_bytes + 1)
+    r = env.execute("write_file", {"path": "kernels/big.cu", "content": big})
+    assert not r.ok and "limit" in r.output and not (env.workspace.root / "kernels/big.cu").exists()
+
+
+def test_read_file_pages_and_numbers_lines(env):
+    env.execute("write_file", {"path": "notes.txt", "content": "\n".join(f"line {i}" for i in range(1, 1001))})
+    r = env.execute("read_file", {"path": "notes.txt", "offset": 10, "limit": 3})
+    assert r.output.splitlines()[:3] == ["10\tline 10", "11\tline 11", "12\tline 12"]
+    assert "[lines 10-12 of 1000]" in r.output
+    assert not env.execute("read_file", {"path": "nothere.txt"}).ok
+
+
+def test_glob_and_grep(env):
+    env.execute("write_file", {"path": "kernels/a.cu", "content": "__global__ void k1() {}\n"})
+    env.execute("write_file", {"path": "kernels/b_binding.cpp", "content": "// binding\n"})
+    assert "kernels/a.cu" in env.execute("glob", {"pattern": "**/*.cu"}).output
+    r = env.execute("grep", {"pattern": r"__global__\s+void", "glob": "*.cu"})
+    assert r.output.strip() == "kernels/a.cu:1: __global__ void k1() {}"
+    assert not env.execute("grep", {"pattern": "("}).ok
+
+
+def test_bash_runs_in_the_workspace_with_a_scrubbed_env(env, monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:1")
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    r = env.execute("bash", {"command": "pwd; echo HOME=$HOME; env"})
+    assert r.ok and "[exit code 0]" in r.output
+    assert str(env.workspace.root) in r.output.splitlines()[0]
+    assert f"HOME={env.workspace.root}" in r.output
+    for secret in ("HTTPS_PROXY", "hf_secret", "sk-secret"):
+        assert secret not in r.output
+    r = env.execute("bash", {"command": "exit 3"})
+    assert not r.ok and "[exit code 3]" in r.output
+
+
+def test_bash_timeout_kills_the_process_group(env):
+    t0 = time.perf_counter()
+    r = env.execute("bash", {"command": "sleep 30 & sleep 30", "timeout": 1})
+    assert time.perf_counter() - t0 < 10
+    assert not r.ok and "timeout" in r.output
+
+
+def test_bash_output_is_truncated(env):
+    r = env.execute("bash", {"command": "yes 0123456789 | head -c 100000"})
+    assert "characters cut" in r.output and len(r.output) < env.config.limits.max_output_chars + 200
+
+
+def test_argument_validation():
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "s": {"type": "string"},
+                                               "b": {"type": "boolean"}}, "required": ["s"]}
+    assert validate_args({"s": "x", "n": "5", "b": "true"}, schema) == ({"s": "x", "n": 5, "b": True}, None)
+    assert "missing" in validate_args({}, schema)[1]
+    assert "unknown" in validate_args({"s": "x", "zz": 1}, schema)[1]
+    assert "must be a integer" in validate_args({"s": "x", "n": "five"}, schema)[1]
+    assert "JSON object" in validate_args(["s"], schema)[1]
+
+
+def test_unknown_tool_and_bad_arguments_are_messages(env):
+    assert "unknown tool" in env.execute("rm_rf", {}).output
+    assert "missing required" in env.execute("write_file", {"path": "a"}).output
+
+
+def test_templates_fail_loudly():
+    with pytest.raises(TemplateError, match="no value for target_speedup"):
+        render("SKILL.md", precision="fp32")
+    with pytest.raises(TemplateError, match="which it does not use"):
+        render_text("{{ a }}", {"a": 1, "b": 2})
+    assert render_text("x {{a}} {b} {{ a }}", {"a": 1}) == "x 1 {b} 1"
+
+
+def test_starter_copies_the_constructor():
+    src = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self, n):\n"
+           "        super(Model, self).__init__()\n        self.lin = nn.Linear(n, n)\n\n"
+           "    def forward(self, x):\n        y = self.lin(x)\n        return torch.relu(y)\n")
+    text = starter_model_new(src)
+    ns = {}
+    exec(compile(text, "model_new.py", "exec"), ns)
+    m = ns["ModelNew"](4)
+    assert set(m.state_dict()) == {"lin.weight", "lin.bias"}
+    with pytest.raises(NotImplementedError):
+        m(None)
