@@ -172,3 +172,22 @@ def demo_rows(seed: int, per_level=(12, 10, 6), skill: float = 1.0):
                 flags = ("torch_compute",) if kind == "rejected" else ()
                 rows.append((level, pid, verdict(task, kind, reason=reason, flags=flags)))
     return rows
+
+
+# ----------------------------------------------------------------------------- a scripted policy
+
+def scripted_solver(task, workdir: Path, argv: list[str]):
+    """A stand-in for the agent (only the LLM is scripted): writes a workspace per task and a
+    trajectory. Odd problems: a rejected cheat; even: a compile error; problem 3: the episode
+    crashes. Every call is counted in the file named by ``--calls FILE`` in argv."""
+    calls = Path(argv[argv.index("--calls") + 1])
+    with open(calls, "a") as f:
+        f.write(f"{task.name}\n")
+    pid = task.meta["problem_id"]
+    if pid == 3:
+        raise RuntimeError("the LLM backend went away")
+    workspace = workdir / "workspace"
+    (rejected if pid % 2 else compile_error)(workspace, pid)
+    trajectory = workdir / "trajectory.jsonl"
+    trajectory.write_text('{"step": 0, "action": "write_file"}\n{"step": 1, "action": "submit"}\n')
+    return workspace, trajectory

@@ -57,6 +57,8 @@ def _lane_main(conn, env: dict[str, str]) -> None:
                 os._exit(0)
 
     threading.Thread(target=watch_parent, daemon=True).start()
+    from .. import sandbox  # noqa: F401 - import torch and the sandbox now, while the first build runs
+
     while True:
         try:
             msg = conn.recv()

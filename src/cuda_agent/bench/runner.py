@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..tasks import Task
-from .lanes import ERROR, EVALUATED, NO_GPU, Lane, RayDispatcher
+from .lanes import ERROR, EVALUATED, NO_GPU, Lane, RayDispatcher, ray_module
 from .policy import Episode, Solver, load_solver
 from .sources import BenchError, find_solutions, select_tasks
 from .store import FORMAT_VERSION, NO_SOLUTION, Result, ResultsDB, RunDir
@@ -157,6 +157,8 @@ class Bench:
     # ------------------------------------------------------------------ run
     def run(self) -> RunOutcome:
         items, notices = self.plan()
+        if self.cfg.ray_address:
+            ray_module()  # a missing Ray is bad input: say so before touching the run directory
         outcome = RunOutcome(total=len(items), notices=notices)
         self._open()
         db, run = self.db, self.run_dir

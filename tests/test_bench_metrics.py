@@ -1,0 +1,86 @@
+"""The bench's numbers, checked against values computed by hand."""
+
+import math
+
+import pytest
+
+from cuda_agent.bench.metrics import (Attempt, fast_p, faster_rate, geomean, geomean_speedup, pass_rate, summarize,
+                                      summarize_levels)
+
+# Five attempts: three correct (speed-ups vs eager 2.0, 0.5, 1.03; vs compile 1.5, 0.25, None),
+# one correct with no compile baseline is the third; two failures.
+A = [Attempt(True, 2.0, 1.5), Attempt(True, 0.5, 0.25), Attempt(True, 1.03, None),
+     Attempt(False, None, None), Attempt(False, 9.0, 9.0)]  # a failure's speed-up never counts
+
+
+def test_pass_rate_is_correct_over_all_attempts():
+    assert pass_rate(A) == pytest.approx(3 / 5)
+    assert pass_rate([]) == 0.0
+
+
+def test_faster_rate_uses_the_papers_five_percent_margin_over_all_attempts():
+    # vs eager: 2.0 > 1.05 only (1.03 is not); the failed 9.0 does not count
+    assert faster_rate(A, "eager") == pytest.approx(1 / 5)
+    # strict: 2.0 and 1.03 are > 1.0
+    assert faster_rate(A, "eager", 1.0) == pytest.approx(2 / 5)
+    # vs compile: 1.5 only; the attempt without a compile baseline is not faster
+    assert faster_rate(A, "compile") == pytest.approx(1 / 5)
+
+
+def test_geomean_by_hand():
+    assert geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert geomean([0.5, 2.0]) == pytest.approx(1.0)
+    assert geomean([]) is None
+    with pytest.raises(ValueError):
+        geomean([1.0, 0.0])
+
+
+def test_geomean_speedup_is_over_correct_attempts_only():
+    # eager: (2.0 * 0.5 * 1.03) ** (1/3) = 1.03 ** (1/3)
+    assert geomean_speedup(A, "eager") == pytest.approx(1.03 ** (1 / 3))
+    # compile: the attempt without a compile baseline is left out: sqrt(1.5 * 0.25)
+    assert geomean_speedup(A, "compile") == pytest.approx(math.sqrt(0.375))
+    assert geomean_speedup([Attempt(False, 3.0, 3.0)], "eager") is None
+
+
+def test_fast_p_is_kernelbenchs_correct_and_faster_than_p_over_all():
+    assert fast_p(A, 0.0) == pytest.approx(3 / 5)  # every correct attempt with a speed-up
+    assert fast_p(A, 0.5) == pytest.approx(2 / 5)  # strictly greater: 0.5 is out
+    assert fast_p(A, 1.0) == pytest.approx(2 / 5)
+    assert fast_p(A, 1.5) == pytest.approx(1 / 5)
+    assert fast_p(A, 2.0) == pytest.approx(0.0)
+    assert fast_p(A, 1.0, "compile") == pytest.approx(1 / 5)
+    assert fast_p([], 1.0) == 0.0
+
+
+def test_summary_of_one_split():
+    s = summarize("Level 1", A, ["correct", "correct", "correct", "compile_error", "incorrect"])
+    assert (s.attempts, s.correct) == (5, 3)
+    assert s.faster_than_eager_strict == pytest.approx(0.4)
+    assert s.fast_p_eager[1.5] == pytest.approx(0.2)
+    assert s.verdicts == {"correct": 3, "compile_error": 1, "incorrect": 1}
+
+
+def test_overall_is_weighted_by_task_count():
+    def v(verdict, e=None, c=None):
+        return {"verdict": verdict, "speedup_vs_eager": e, "speedup_vs_compile": c}
+
+    rows = [(1, v("correct", 2.0, 2.0)), (1, v("incorrect")),  # level 1: pass 1/2
+            (2, v("correct", 4.0, 1.0)), (2, v("correct", 1.0, 0.5)), (2, v("correct", 1.0, 1.0)),
+            (2, v("timeout"))]  # level 2: pass 3/4
+    level1, level2, overall = summarize_levels(rows)
+    assert [s.split for s in (level1, level2, overall)] == ["Level 1", "Level 2", "Overall"]
+    assert level1.pass_rate == pytest.approx(0.5) and level2.pass_rate == pytest.approx(0.75)
+    # 4 correct of 6; not the unweighted mean of the two levels (0.625)
+    assert overall.pass_rate == pytest.approx(4 / 6)
+    assert overall.pass_rate == pytest.approx((2 * 0.5 + 4 * 0.75) / 6)
+    # eager geomean over the 4 correct: (2 * 4 * 1 * 1) ** (1/4) = 8 ** 0.25
+    assert overall.speedup_vs_eager == pytest.approx(8 ** 0.25)
+    # faster than compile (> 1.05): only level 1's 2.0 -> 1/6
+    assert overall.faster_than_compile == pytest.approx(1 / 6)
+    assert level2.faster_than_compile == 0.0
+
+
+def test_tasks_without_a_level_get_their_own_split():
+    rows = [(None, {"verdict": "correct", "speedup_vs_eager": 1.5}), (1, {"verdict": "rejected"})]
+    assert [s.split for s in summarize_levels(rows)] == ["Level 1", "Other", "Overall"]

@@ -1,0 +1,89 @@
+"""Which tasks a bench run selects, and where it finds their solutions (three layouts)."""
+
+import pytest
+
+from cuda_agent.bench.sources import BenchError, find_solutions, parse_ids, select_tasks
+
+from .bench_helpers import broken_file, compile_error, rejected, write_problems
+from .conftest import ROOT
+
+
+def test_parse_ids():
+    assert parse_ids("1,2,5-9") == (1, 2, 5, 6, 7, 8, 9)
+    assert parse_ids("3,3,1") == (3, 1)
+    assert parse_ids(None) is None and parse_ids("all") is None
+    for bad in ("1,x", "5-2", "1-", "-3"):
+        with pytest.raises(BenchError, match="--problems"):
+            parse_ids(bad)
+
+
+def test_select_tasks_from_a_kernelbench_tree():
+    tasks, notices = select_tasks(ROOT / "tests" / "data" / "kernelbench_mini", (1, 2), (1, 19, 23, 77))
+    assert [t.name for t in tasks] == ["L1_1", "L1_19", "L1_23", "L2_1", "L2_23"]
+    assert tasks[1].meta == {"level": 1, "problem_id": 19, "title": "19_ReLU"}
+    assert notices == ["level 1: no problem file for 77", "level 2: no problem file for 19,77"]
+
+
+def test_missing_level_directory_is_a_clear_error(tmp_path):
+    write_problems(tmp_path, 1, [1])
+    with pytest.raises(BenchError, match="level3: missing"):
+        select_tasks(tmp_path, (1, 3), None)
+    with pytest.raises(BenchError, match="no such directory"):
+        select_tasks(tmp_path / "nope", (1,), None)
+
+
+def test_duplicate_task_id_is_a_clear_error(tmp_path):
+    write_problems(tmp_path, 1, [1, 2])
+    (tmp_path / "level1" / "2_another_name.py").write_text((tmp_path / "level1" / "2_relu_add_2.py").read_text())
+    with pytest.raises(BenchError, match=r"duplicate task id L1_2: .*\.py and .*\.py have the same") as e:
+        select_tasks(tmp_path, (1,), None)
+    assert "2_another_name.py" in str(e.value) and "2_relu_add_2.py" in str(e.value)
+
+
+def test_kernelbench_generation_layout(tmp_path):
+    # the file names KernelBench's scripts/generate_samples.py writes and eval_from_generations.py reads
+    for level, problem, sample in ((1, 19, 0), (1, 19, 1), (2, 3, 0)):
+        broken_file(tmp_path / f"level_{level}_problem_{problem}_sample_{sample}_kernel.py")
+    (tmp_path / "level_1_problem_19_sample_0_prompt.txt").write_text("a prompt")
+    (tmp_path / "generation_config.yaml").write_text("x: 1")
+    found = find_solutions(tmp_path)
+    assert sorted(found.solutions) == [("L1_19", 0), ("L1_19", 1), ("L2_3", 0)]
+    assert found.solutions[("L1_19", 1)].name == "level_1_problem_19_sample_1_kernel.py"
+    assert set(found.layouts.values()) == {"kernelbench"}
+    assert sorted(found.ignored) == ["generation_config.yaml", "level_1_problem_19_sample_0_prompt.txt"]
+
+
+def test_workspaces_named_by_task_id(tmp_path):
+    rejected(tmp_path / "L1_1", 1)
+    broken_file(tmp_path / "L1_2.py")
+    compile_error(tmp_path / "L2_4" / "sample_0", 4)
+    compile_error(tmp_path / "L2_4" / "sample_3", 4)
+    found = find_solutions(tmp_path)
+    assert found.solutions == {("L1_1", 0): tmp_path / "L1_1", ("L1_2", 0): tmp_path / "L1_2.py",
+                               ("L2_4", 0): tmp_path / "L2_4" / "sample_0", ("L2_4", 3): tmp_path / "L2_4" / "sample_3"}
+    assert found.for_task("L2_4") == [(0, tmp_path / "L2_4" / "sample_0"), (3, tmp_path / "L2_4" / "sample_3")]
+
+
+def test_a_bench_run_directory(tmp_path):
+    (tmp_path / "bench.json").write_text("{}")
+    rejected(tmp_path / "tasks" / "L1_1" / "sample_0" / "solution", 1)
+    (tmp_path / "tasks" / "L1_5" / "sample_2" / "solution").mkdir(parents=True)
+    broken_file(tmp_path / "tasks" / "L1_5" / "sample_2" / "solution" / "level_1_problem_5_sample_2_kernel.py")
+    (tmp_path / "tasks" / "L1_6" / "sample_0").mkdir(parents=True)  # no solution copied: nothing to find
+    found = find_solutions(tmp_path)
+    assert found.solutions == {
+        ("L1_1", 0): tmp_path / "tasks" / "L1_1" / "sample_0" / "solution",
+        ("L1_5", 2): tmp_path / "tasks" / "L1_5" / "sample_2" / "solution" / "level_1_problem_5_sample_2_kernel.py"}
+    assert set(found.layouts.values()) == {"run"}
+
+
+def test_two_solutions_for_one_task_are_a_clear_error(tmp_path):
+    rejected(tmp_path / "L1_3", 3)
+    broken_file(tmp_path / "level_1_problem_3_sample_0_kernel.py")
+    with pytest.raises(BenchError, match=r"duplicate solution for task L1_3 sample 0: .*L1_3 and .*kernel\.py"):
+        find_solutions(tmp_path)
+
+
+def test_missing_solutions_directory(tmp_path):
+    with pytest.raises(BenchError, match="--solutions .*: no such directory"):
+        find_solutions(tmp_path / "nope")
