@@ -84,7 +84,8 @@ def group_advantages(rewards: Sequence[float] | torch.Tensor, group_size: int, s
     g = r.view(-1, group_size)
     a = g - g.mean(dim=1, keepdim=True)
     if scale:
-        a = a / (g.std(dim=1, keepdim=True) + eps)
+        std = g.std(dim=1, keepdim=True)
+        a = torch.where(std > 0, a / (std + eps), torch.zeros_like(a))
     return a.flatten()
 
 

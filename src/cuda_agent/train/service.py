@@ -141,8 +141,8 @@ class EvalService:
             job = self.queue.get()
             if job is None:
                 return
-            if job.future.cancelled():
-                continue
+            if not job.future.set_running_or_notify_cancel():
+                continue  # the request gave up (timeout) while the job waited
             if time.monotonic() > job.deadline:
                 job.future.set_exception(TimeoutError("timed out in the queue"))
                 continue

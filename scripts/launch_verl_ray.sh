@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Launch the paper's stage 4 (agentic PPO with a critic) on a Ray cluster with verl.
+#
+# One node times kernels and trains nothing (the evaluation service); the others form the Ray
+# cluster that trains and generates. Run on each node, with the same repo checkout and env:
+#
+#   ROLE=eval   EVAL_GPUS=0,1,2,3,4,5,6,7            scripts/launch_verl_ray.sh   # kernel timing node
+#   ROLE=head   HEAD_IP=10.0.0.1                     scripts/launch_verl_ray.sh   # Ray head, then wait
+#   ROLE=worker HEAD_IP=10.0.0.1                     scripts/launch_verl_ray.sh   # every other training node
+#   ROLE=submit HEAD_IP=10.0.0.1 EVAL_URL=http://10.0.0.9:8420 NNODES=4 \
+#        TASKS=tasks.parquet ACTOR=runs/rft/final CRITIC=runs/value/final  scripts/launch_verl_ray.sh
+#
+# Extra arguments are Hydra overrides passed to verl (e.g. trainer.total_training_steps=3).
+# CONFIG=ppo_agentic_smoke runs three small steps of the same recipe.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROLE=${ROLE:?set ROLE=eval|head|worker|submit}
+RAY_PORT=${RAY_PORT:-6379}
+CONFIG=${CONFIG:-ppo_agentic}
+# NVLink multicast stays off (shared hosts); keep these exported for every process verl starts.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+case "$ROLE" in
+  eval)
+    # The sandbox behind HTTP, one worker pool per GPU; training and generation never touch these GPUs.
+    exec cuda-agent train serve --gpus "${EVAL_GPUS:-0}" --host 0.0.0.0 --port "${EVAL_PORT:-8420}" \
+      --per-gpu "${EVAL_PER_GPU:-2}" --max-queue "${EVAL_MAX_QUEUE:-2048}"
+    ;;
+  head)
+    ray start --head --port "$RAY_PORT" --num-gpus "${GPUS_PER_NODE:-8}" --dashboard-host 0.0.0.0
+    ;;
+  worker)
+    ray start --address "${HEAD_IP:?}:$RAY_PORT" --num-gpus "${GPUS_PER_NODE:-8}"
+    ;;
+  submit)
+    : "${EVAL_URL:?set EVAL_URL=http://<eval node>:8420}"
+    curl -fsS "$EVAL_URL/v1/health" >/dev/null || { echo "evaluation service not reachable at $EVAL_URL" >&2; exit 1; }
+    DATA=${DATA_DIR:-data/verl}
+    if [ ! -f "$DATA/agentic_train.parquet" ]; then
+      cuda-agent train data verl --in "${TASKS:?set TASKS=tasks.parquet}" --out "$DATA/agentic_train.parquet"
+      cuda-agent train data verl --in "${VAL_TASKS:-${TASKS}}" --out "$DATA/agentic_val.parquet"
+    fi
+    export CUDA_AGENT_EVAL_URL="$EVAL_URL" CUDA_AGENT_TRAIN_DATA="$DATA/agentic_train.parquet" \
+      CUDA_AGENT_VAL_DATA="$DATA/agentic_val.parquet" CUDA_AGENT_ACTOR="${ACTOR:-runs/rft/final}" \
+      CUDA_AGENT_CRITIC="${CRITIC:-runs/value/final}" CUDA_AGENT_LOOPS="$PWD/configs/verl/agent_loops.yaml" \
+      NNODES="${NNODES:-1}" GPUS_PER_NODE="${GPUS_PER_NODE:-8}"
+    check_args=()
+    [ "$CONFIG" = ppo_agentic ] || check_args+=(--no-paper)
+    cuda-agent train verl-check "configs/verl/$CONFIG.yaml" "${check_args[@]}" --check-files
+    export RAY_ADDRESS="${HEAD_IP:?}:$RAY_PORT"
+    exec python3 -m verl.trainer.main_ppo --config-path "$PWD/configs/verl" --config-name "$CONFIG" "$@"
+    ;;
+  *)
+    echo "ROLE must be eval, head, worker or submit" >&2; exit 2
+    ;;
+esac

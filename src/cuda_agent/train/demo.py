@@ -1,0 +1,84 @@
+"""Scripted honest episodes and policy evaluation: data for RFT smoke runs and the "it learns" demo.
+
+:func:`honest_steps` turns a known-good solution directory into the assistant turns an expert
+agent would take (write each file, compile, verify, submit). :func:`record_episodes` replays
+them through the real agent loop (``ReplayBackend``: only the LLM is scripted; the tools and
+the sandbox run for real), appending agent-format trajectories. :func:`evaluate_policy` runs a
+model with the agent's local transformers backend on tasks and returns each episode's reward.
+
+On a host without a GPU the replayed ``verify`` cannot run, so recorded rewards are -1 there;
+on a GPU host they are the sandbox's real verdicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..tasks import Task, load_task
+from .agent_env import SessionConfig, agent_config
+from .solution_io import read_files
+
+REPO = Path(__file__).resolve().parents[3]
+HONEST_PAIRS = [
+    ("examples/swish/task.py", "examples/swish/solution"),
+    ("tests/tasks/row_sum.py", "tests/solutions/honest_row_sum"),
+    ("tests/tasks/linear_relu.py", "tests/solutions/honest_linear_relu"),
+    ("tests/tasks/layer_norm.py", "tests/solutions/honest_layer_norm"),
+]
+"""(task, honest solution) pairs in this repository, relative to its root."""
+
+
+def honest_pairs(root: str | Path = REPO) -> list[tuple[Task, Path]]:
+    root = Path(root)
+    def name(t: str) -> str:
+        return Path(t).parent.name if Path(t).stem == "task" else Path(t).stem
+
+    return [(load_task(root / t, name=name(t)), root / s) for t, s in HONEST_PAIRS if (root / t).is_file()]
+
+
+def honest_steps(solution_dir: str | Path, summary: str = "fused kernels") -> list[dict[str, Any]]:
+    """Replay steps: one ``write_file`` turn per kernel file then ``model_new.py``, ``compile``,
+    ``verify``, ``submit``."""
+    files = read_files(solution_dir)
+    order = sorted(files, key=lambda p: (p == "model_new.py", p))
+    steps = [{"content": "", "tool_calls": [{"name": "write_file", "arguments": {"path": p, "content": files[p]}}]}
+             for p in order]
+    steps += [{"content": "", "tool_calls": [{"name": "compile", "arguments": {}}]},
+              {"content": "", "tool_calls": [{"name": "verify", "arguments": {}}]},
+              {"content": "", "tool_calls": [{"name": "submit", "arguments": {"summary": summary}}]}]
+    return steps
+
+
+def record_episodes(pairs: Iterable[tuple[Task, Path]], trajectories: str | Path, run_root: str | Path,
+                    session: SessionConfig | None = None) -> list[dict[str, Any]]:
+    """Replay :func:`honest_steps` of each pair through the agent loop; append to ``trajectories``."""
+    from ..agent import run_episode
+    from ..agent.backends.replay import ReplayBackend, ReplayConfig
+
+    cfg = agent_config(session or SessionConfig(max_turns=20))
+    cfg.verify_on_submit = True
+    records = []
+    for task, sol in pairs:
+        model = ReplayBackend(ReplayConfig(steps=honest_steps(sol)))
+        records.append(run_episode(task, model, cfg, run_dir=Path(run_root) / task.name, trajectories=trajectories))
+    return records
+
+
+def evaluate_policy(model: str | Path, tasks: Iterable[Task], run_root: str | Path, max_turns: int = 10,
+                    max_new_tokens: int = 2048, trajectories: str | Path | None = None) -> list[float]:
+    """Greedy episodes of ``model`` (the agent's local transformers backend); rewards per task."""
+    from ..agent import run_episode
+    from ..agent.backends.transformers_local import TransformersBackend, TransformersConfig
+
+    backend = TransformersBackend(TransformersConfig(model=str(model), temperature=0.0, max_new_tokens=max_new_tokens,
+                                                     local_files_only=True))
+    cfg = agent_config(SessionConfig(max_turns=max_turns))
+    cfg.verify_on_submit = True
+    cfg.context.context_tokens = backend.context_tokens or cfg.context.context_tokens
+    rewards = []
+    for task in tasks:
+        rec = run_episode(task, backend, cfg, run_dir=Path(run_root) / task.name, trajectories=trajectories)
+        rewards.append(float(rec["reward"]))
+    return rewards
