@@ -116,9 +116,10 @@ class Lane:
             self.conn.close()
 
     def close(self) -> None:
+        """Ask the lane to stop; it holds no state, so one that is slow to exit is killed."""
         try:
             self.conn.send(None)
-            self.proc.join(10)
+            self.proc.join(1)
         except (OSError, ValueError):
             pass
         self.kill()
