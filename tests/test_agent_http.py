@@ -10,7 +10,7 @@ pytest.importorskip("httpx")
 
 from cuda_agent.agent import make_backend, run_episode  # noqa: E402
 
-from .agent_support import ScriptedServer, call, completion, config, native_call, tiny_task, tool_messages  # noqa: E402
+from .agent_support import ScriptedServer, completion, config, native_call, tiny_task, tool_messages  # noqa: E402
 
 
 @pytest.fixture

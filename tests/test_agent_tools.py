@@ -174,3 +174,11 @@ def test_starter_copies_the_constructor():
     assert set(m.state_dict()) == {"lin.weight", "lin.bias"}
     with pytest.raises(NotImplementedError):
         m(None)
+
+
+def test_hostile_strings_are_messages_not_crashes(env):
+    assert not env.execute("bash", {"command": "echo a\0b"}).ok
+    r = env.execute("write_file", {"path": "kernels/s.cu", "content": "// \ud800 lone surrogate\n"})
+    assert r.ok and (env.workspace.root / "kernels/s.cu").read_bytes() == b"// ? lone surrogate\n"
+    assert env.execute("edit_file", {"path": "kernels/s.cu", "old_string": "lone", "new_string": "\udfff"}).ok
+    assert not env.execute("read_file", {"path": "a\0b"}).ok

@@ -99,7 +99,7 @@ class Environment:
                              self.best_dir)
             tmp = self.best_dir.with_name("best.tmp")
             shutil.rmtree(tmp, ignore_errors=True)
-            shutil.copytree(path, tmp)
+            shutil.copytree(path, tmp, ignore=shutil.ignore_patterns("__pycache__"))
             (tmp / "verdict.json").write_text(json.dumps(v, indent=1))
             shutil.rmtree(self.best_dir, ignore_errors=True)
             tmp.rename(self.best_dir)

@@ -57,7 +57,9 @@ class TransformersBackend:
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(config.model, **kw)
             dtype = config.dtype if config.dtype == "auto" else getattr(torch, config.dtype)
-            self.model = AutoModelForCausalLM.from_pretrained(config.model, dtype=dtype, **kw)
+            import transformers
+            dtype_kw = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+            self.model = AutoModelForCausalLM.from_pretrained(config.model, **{dtype_kw: dtype}, **kw)
         except (OSError, ValueError) as e:
             raise BackendError(f"cannot load {config.model}: {e}") from None
         device = config.device

@@ -46,9 +46,12 @@ class Bash(Tool):
             return ToolResult("timeout must be positive", ok=False)
         root = str(env.workspace.root)
         t0 = time.perf_counter()
-        proc = subprocess.Popen(["bash", "-c", args["command"]], cwd=root, env=scrubbed_env(root),
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        try:
+            proc = subprocess.Popen(["bash", "-c", args["command"]], cwd=root, env=scrubbed_env(root),
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        except (ValueError, OSError) as e:  # e.g. a NUL byte in the command
+            return ToolResult(f"cannot run this command: {e}", ok=False)
         try:
             out, _ = proc.communicate(timeout=timeout)
             timed_out = False

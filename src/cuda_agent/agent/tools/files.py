@@ -18,6 +18,11 @@ def _resolve(env, path: str) -> Path:
     return env.workspace.resolve(path)
 
 
+def _encode(text: str) -> bytes:
+    """UTF-8, with lone surrogates (valid in JSON strings, not in UTF-8) replaced."""
+    return text.encode("utf-8", errors="replace")
+
+
 class ReadFile(Tool):
     name = "read_file"
     description = ("Read a text file of the workspace, with line numbers. Long files are shown in pages: "
@@ -73,7 +78,7 @@ class WriteFile(Tool):
             env.workspace.check_writable(path)
         except PathError as e:
             return ToolResult(str(e), ok=False)
-        data = args["content"].encode()
+        data = _encode(args["content"])
         limit = env.config.limits.max_write_bytes
         if len(data) > limit:
             return ToolResult(f"refused: {len(data)} bytes is more than the {limit}-byte limit for one file; "
@@ -122,10 +127,11 @@ class EditFile(Tool):
         if count > 1 and not args.get("replace_all", False):
             return ToolResult(f"old_string occurs {count} times in {args['path']}; add surrounding lines to make it "
                               "unique, or set replace_all to true", ok=False)
-        updated = text.replace(old, new) if args.get("replace_all", False) else text.replace(old, new, 1)
-        if len(updated.encode()) > env.config.limits.max_write_bytes:
-            return ToolResult(f"refused: the edited file would exceed {env.config.limits.max_write_bytes} bytes", ok=False)
-        path.write_text(updated)
+        updated = _encode(text.replace(old, new) if args.get("replace_all", False) else text.replace(old, new, 1))
+        if len(updated) > env.config.limits.max_write_bytes:
+            return ToolResult(f"refused: the edited file would exceed {env.config.limits.max_write_bytes} bytes",
+                              ok=False)
+        path.write_bytes(updated)
         return ToolResult(f"edited {env.workspace.rel(path)}: replaced {count if args.get('replace_all') else 1} "
                           f"occurrence{'s' if args.get('replace_all') and count > 1 else ''}")
 
