@@ -182,3 +182,28 @@ def test_hostile_strings_are_messages_not_crashes(env):
     assert r.ok and (env.workspace.root / "kernels/s.cu").read_bytes() == b"// ? lone surrogate\n"
     assert env.execute("edit_file", {"path": "kernels/s.cu", "old_string": "lone", "new_string": "\udfff"}).ok
     assert not env.execute("read_file", {"path": "a\0b"}).ok
+
+
+def test_the_best_verdict_is_kept_and_copied_aside(env, tmp_path):
+    """The environment's bookkeeping, fed verdict records as the sandbox returns them."""
+    src = tmp_path / "cand"
+    (src / "kernels").mkdir(parents=True)
+    (src / "model_new.py").write_text("# v1\n")
+    files = {"model_new.py": b"# v1\n"}
+
+    def verdict(kind, s_compile, s_eager=2.0):
+        return {"verdict": kind, "speedup_vs_compile": s_compile, "speedup_vs_eager": s_eager, "reward": 3.0}
+
+    assert not env.target_reached()
+    env.record_verdict(verdict("incorrect", None), "fp0", files, src)
+    assert env.best is None
+    env.record_verdict(verdict("correct", 1.02), "fp1", files, src)
+    assert env.best.fingerprint == "fp1" and not env.target_reached()
+    assert (env.best_dir / "model_new.py").read_text() == "# v1\n" and (env.best_dir / "verdict.json").is_file()
+    env.record_verdict(verdict("correct", 0.9), "fp2", files, src)
+    assert env.best.fingerprint == "fp1"
+    env.record_verdict(verdict("correct", 1.3), "fp3", files, src)
+    assert env.best.fingerprint == "fp3" and env.target_reached()
+    assert "1.30x vs torch.compile" in env.best_summary()
+    env.config.target_speedup = None
+    assert not env.target_reached()

@@ -32,7 +32,7 @@ def sandbox(cache_dir):
 
 
 def test_replayed_honest_episode_reaches_a_verified_faster_solution(tmp_path, cache_dir):
-    config = AgentConfig(target_speedup=None, sandbox=sandbox(cache_dir))
+    config = AgentConfig(sandbox=sandbox(cache_dir))  # stops early if the kernel beats torch.compile by > 5%
     traj = tmp_path / "trajectories.jsonl"
     rec = run_episode(load_task(EXAMPLES / "swish" / "task.py", name="swish"),
                       make_backend("replay", path=str(REPLAY)), config, run_dir=tmp_path / "run",
@@ -42,7 +42,10 @@ def test_replayed_honest_episode_reaches_a_verified_faster_solution(tmp_path, ca
     by_name = {c["function"]["name"]: tools[c["id"]] for c in calls}
     print(json.dumps(rec["timings"]), "\n", by_name["profile"][:1500], "\n", by_name["verify"][:1500])
 
-    assert rec["ended_by"] == "submitted" and rec["turns"] == 8
+    if rec["ended_by"] == "target_reached":
+        assert rec["turns"] == 7 and rec["best"]["speedup_vs_compile"] > 1.05
+    else:
+        assert rec["ended_by"] == "submitted" and rec["turns"] == 8
     assert "== eager" in by_name["profile"] and "== torch.compile" in by_name["profile"]
     assert by_name["compile"].startswith("build ok")
     (verified,) = rec["verdicts"]
