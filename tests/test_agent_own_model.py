@@ -147,3 +147,20 @@ def test_optimize_command_bad_input(tmp_path, capsys):
     assert "--inputs" in capsys.readouterr().err
     assert cli.main(["optimize"]) == 2
     assert cli.main(["optimize", str(tmp_path / "missing.py"), "--replay", "x.json"]) == 2
+
+
+def test_bench_solver_runs_one_episode_in_a_workdir(tmp_path):
+    from cuda_agent.agent import solve
+
+    from .agent_support import tiny_task
+
+    steps = tmp_path / "steps.json"
+    steps.write_text(json.dumps({"steps": [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "model_new.py", "content": IDENTITY_MODEL_NEW}}]},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "scratch.py", "content": "print(1)\n"}}]},
+    ]}))
+    solution, trajectory = solve(tiny_task(tmp_path), tmp_path / "work", ["--replay", str(steps), "--quiet"])
+    assert (solution / "model_new.py").read_text() == IDENTITY_MODEL_NEW  # no correct solution: the final sources
+    assert not (solution / "scratch.py").exists()
+    (record,) = [json.loads(line) for line in trajectory.read_text().splitlines()]
+    assert record["ended_by"] == "replay_exhausted"

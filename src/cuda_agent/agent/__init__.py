@@ -11,16 +11,18 @@ training (``train/``). Verification and profiling always go through the sandbox,
 process, on a snapshot of the solution files.
 
 Entry points: :func:`run_episode`, :class:`Agent`, :class:`Environment`, :class:`AgentConfig`,
-:func:`make_backend`; records: the trajectory dict (docs/agent.md).
+:func:`make_backend`, :func:`initial_messages`, :func:`solve` (the solver ``cuda-agent bench --agent``
+calls); records: the trajectory dict (docs/agent.md).
 """
 
 from .backends import BACKENDS, BackendError, ModelReply, ToolCall, make_backend
 from .config import AgentConfig, ContextConfig, ToolLimits
 from .environment import Environment
-from .loop import Agent, EpisodeEnd, run_episode
+from .command import solve
+from .loop import Agent, EpisodeEnd, initial_messages, run_episode
 from .tools import TOOLS
 from .trajectory import FORMAT_VERSION, load_jsonl, to_trl, to_trl_dataset, write_trl_jsonl
 
 __all__ = ["BACKENDS", "BackendError", "ModelReply", "ToolCall", "make_backend", "AgentConfig", "ContextConfig",
-           "ToolLimits", "Environment", "Agent", "EpisodeEnd", "run_episode", "TOOLS", "FORMAT_VERSION",
+           "ToolLimits", "Environment", "Agent", "EpisodeEnd", "run_episode", "initial_messages", "solve", "TOOLS", "FORMAT_VERSION",
            "load_jsonl", "to_trl", "to_trl_dataset", "write_trl_jsonl"]

@@ -83,14 +83,51 @@ def _backend(args):
     return make_backend("local", **opts)
 
 
+def config_from_args(args: argparse.Namespace):
+    from ..sandbox import SandboxConfig
+    from .config import AgentConfig
+
+    config = AgentConfig(max_turns=args.max_turns, max_wall_s=args.max_wall_s, max_tokens=args.max_tokens,
+                         target_speedup=None if args.no_stop_at_target else args.target_speedup,
+                         sandbox=SandboxConfig(precision=args.precision, device=args.device))
+    if args.context_tokens:
+        config.context.context_tokens = args.context_tokens
+    return config
+
+
+def solve(task, workdir: str | Path, argv: list[str] | tuple[str, ...] = ()) -> tuple[Path, Path]:
+    """The solver ``cuda-agent bench --agent`` calls: one episode on ``task`` in ``workdir``, with the
+    backend and episode options of ``cuda-agent optimize`` given as ``argv`` (e.g. ``--base-url URL
+    --model NAME --max-turns 150``). Returns (solution directory, trajectory JSONL): the best verified
+    solution, or a snapshot of the final sources when none was correct."""
+    from .loop import run_episode
+    from .progress import ConsoleProgress, Progress
+
+    parser = argparse.ArgumentParser(prog="cuda-agent bench ... -- (agent options)")
+    add_arguments(parser)
+    args = parser.parse_args(list(argv))
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    trajectory = workdir / "trajectory.jsonl"
+    record = run_episode(task, _backend(args), config_from_args(args), run_dir=workdir / "run",
+                         trajectories=trajectory, progress=Progress() if args.quiet else ConsoleProgress())
+    best = Path(record["run_dir"]) / "best"
+    if record["best"] and best.is_dir():
+        return best, trajectory
+    from .workspace import Workspace
+
+    ws = Workspace(Path(record["run_dir"]) / "workspace", {})
+    solution, _, _ = ws.snapshot(Path(record["run_dir"]) / "candidates")
+    return solution.path, trajectory
+
+
 def run(args: argparse.Namespace) -> int:
     import shutil
     import time
 
-    from ..sandbox import SandboxConfig, build, load_solution
+    from ..sandbox import build, load_solution
     from ..tasks import TaskError, load_task
     from .backends import BackendError
-    from .config import AgentConfig
     from .loop import run_episode
     from .own_model import task_from_module, write_dropin
     from .progress import ConsoleProgress, Progress
@@ -107,11 +144,8 @@ def run(args: argparse.Namespace) -> int:
             task = load_task(path, name=path.parent.name if path.stem == "task" else None)
         else:
             raise TaskError("give a TASK file or --module MODULE:CLASS --inputs SPEC")
-        sandbox = SandboxConfig(precision=args.precision, device=args.device)
-        config = AgentConfig(max_turns=args.max_turns, max_wall_s=args.max_wall_s, max_tokens=args.max_tokens,
-                             target_speedup=None if args.no_stop_at_target else args.target_speedup, sandbox=sandbox)
-        if args.context_tokens:
-            config.context.context_tokens = args.context_tokens
+        config = config_from_args(args)
+        sandbox = config.sandbox
         model = _backend(args)
     except (TaskError, ValueError, BackendError, OSError) as e:
         print(f"cuda-agent optimize: {e}", file=sys.stderr)

@@ -99,8 +99,7 @@ class Agent:
         self.t_start = time.perf_counter()
         self.started_at = _now()
         self.schemas = self.env.schemas()
-        self.messages = [{"role": "system", "content": render("system.md")},
-                         {"role": "user", "content": self.task_message()}]
+        self.messages = initial_messages(self.env.task, self.config)
         self.progress.start(self.env.task.name, getattr(self.model, "name", "?"), str(self.env.run_dir))
         while True:
             try:
@@ -251,21 +250,7 @@ class Agent:
 
     # ------------------------------------------------------------------ records
     def task_message(self) -> str:
-        task = self.env.task
-        module = task.load_module()
-        inputs, init = module.get_inputs(), module.get_init_inputs()
-
-        def describe(x: Any) -> str:
-            shape = getattr(x, "shape", None)
-            if shape is not None:
-                return f"{str(x.dtype).replace('torch.', '')}{list(shape)}"
-            return repr(x)[:60]
-
-        target = self.config.target_speedup
-        return render("task.md", task_name=task.name, task_source=task.source.strip(),
-                      input_summary=", ".join(describe(x) for x in inputs) or "none",
-                      init_summary=", ".join(describe(x) for x in init) or "none",
-                      target_speedup=f"{target:.2f}" if target else "1.05", max_turns=self.config.max_turns)
+        return task_prompt(self.env.task, self.config)
 
     def record(self, ended_by: str, final_message: str) -> dict[str, Any]:
         wall = time.perf_counter() - self.t_start
@@ -310,6 +295,29 @@ class Agent:
         return record
 
 
+def task_prompt(task, config: AgentConfig) -> str:
+    """The first user message: the task's source, its input shapes, the goal and the budget."""
+    module = task.load_module()
+    inputs, init = module.get_inputs(), module.get_init_inputs()
+
+    def describe(x: Any) -> str:
+        shape = getattr(x, "shape", None)
+        if shape is not None:
+            return f"{str(x.dtype).replace('torch.', '')}{list(shape)}"
+        return repr(x)[:60]
+
+    target = config.target_speedup
+    return render("task.md", task_name=task.name, task_source=task.source.strip(),
+                  input_summary=", ".join(describe(x) for x in inputs) or "none",
+                  init_summary=", ".join(describe(x) for x in init) or "none",
+                  target_speedup=f"{target:.2f}" if target else "1.05", max_turns=config.max_turns)
+
+
+def initial_messages(task, config: AgentConfig) -> list[dict[str, Any]]:
+    """The conversation an episode starts from: the system prompt and the task message."""
+    return [{"role": "system", "content": render("system.md")}, {"role": "user", "content": task_prompt(task, config)}]
+
+
 def run_episode(task, model: Model, config: AgentConfig | None = None, run_dir: str | Path = "runs/episode",
                 trajectories: str | Path | None = None, progress: Progress | None = None,
                 meta: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -319,4 +327,4 @@ def run_episode(task, model: Model, config: AgentConfig | None = None, run_dir: 
     return Agent(model, env, config, progress=progress, trajectories=trajectories, meta=meta).run()
 
 
-__all__ = ["Agent", "run_episode", "EpisodeEnd", "Submitted", "TargetReached", "LimitsExceeded", "FormatError"]
+__all__ = ["Agent", "run_episode", "initial_messages", "task_prompt", "EpisodeEnd", "Submitted", "TargetReached", "LimitsExceeded", "FormatError"]
