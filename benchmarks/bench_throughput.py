@@ -92,9 +92,9 @@ class SmiSampler:
     def _read(self) -> None:
         for line in self.proc.stdout:
             parts = [p.strip() for p in line.split(",")]
-            if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
-                if self.gpus is None or int(parts[0]) in self.gpus:
-                    self.samples.append(int(parts[1]))
+            ok = len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit()
+            if ok and (self.gpus is None or int(parts[0]) in self.gpus):
+                self.samples.append(int(parts[1]))
 
     def stop(self) -> float | None:
         self.proc.terminate()
@@ -112,7 +112,7 @@ def bench_run(args, solutions: Path, run_dir: Path, per_gpu: int, env: dict) -> 
     gpus = None if args.gpus == "all" else {int(g) for g in args.gpus.split(",")}
     sampler = SmiSampler(gpus)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
     smi = sampler.stop()
     if proc.returncode != 0:

@@ -178,8 +178,8 @@ def demo_rows(seed: int, per_level=(12, 10, 6), skill: float = 1.0):
 
 def scripted_solver(task, workdir: Path, argv: list[str]):
     """A stand-in for the agent (only the LLM is scripted): writes a workspace per task and a
-    trajectory. Odd problems: a rejected cheat; even: a compile error; problem 3: the episode
-    crashes. Every call is counted in the file named by ``--calls FILE`` in argv."""
+    trajectory. Problem 2: a compile error; problem 3: the episode crashes; others: a rejected
+    cheat. Every call is counted in the file named by ``--calls FILE`` in argv."""
     calls = Path(argv[argv.index("--calls") + 1])
     with open(calls, "a") as f:
         f.write(f"{task.name}\n")
@@ -187,7 +187,7 @@ def scripted_solver(task, workdir: Path, argv: list[str]):
     if pid == 3:
         raise RuntimeError("the LLM backend went away")
     workspace = workdir / "workspace"
-    (rejected if pid % 2 else compile_error)(workspace, pid)
+    (compile_error if pid == 2 else rejected)(workspace, pid)
     trajectory = workdir / "trajectory.jsonl"
     trajectory.write_text('{"step": 0, "action": "write_file"}\n{"step": 1, "action": "submit"}\n')
     return workspace, trajectory

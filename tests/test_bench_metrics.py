@@ -4,8 +4,16 @@ import math
 
 import pytest
 
-from cuda_agent.bench.metrics import (Attempt, fast_p, faster_rate, geomean, geomean_speedup, pass_rate, summarize,
-                                      summarize_levels)
+from cuda_agent.bench.metrics import (
+    Attempt,
+    fast_p,
+    faster_rate,
+    geomean,
+    geomean_speedup,
+    pass_rate,
+    summarize,
+    summarize_levels,
+)
 
 # Five attempts: three correct (speed-ups vs eager 2.0, 0.5, 1.03; vs compile 1.5, 0.25, None),
 # one correct with no compile baseline is the third; two failures.

@@ -114,7 +114,7 @@ def test_a_sigkilled_run_resumes_with_exact_counts_and_no_duplicates(tmp_path):
             time.sleep(0.1)
         assert not _live_in_group(proc.pid), "evaluation lanes outlived their killed parent"
 
-        again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     finally:
         for pid in _live_in_group(proc.pid):
             os.kill(pid, signal.SIGKILL)
@@ -233,6 +233,16 @@ def test_bad_input_is_a_clear_error_and_no_run_starts(tmp_path, capsys):
         err = capsys.readouterr().err
         assert message in err, (argv, err)
     assert not (tmp_path / "run").exists() and not (tmp_path / "r").exists()
+
+
+def test_words_after_double_dash_go_to_the_agent_untouched():
+    from cuda_agent.bench.command import passthrough
+    from cuda_agent.cli import build_parser
+
+    args = build_parser().parse_args(["bench", "--kernelbench", "kb", "--agent", "--out", "run", "--", "--model", "m",
+                                      "--out", "the-agents-own"])
+    assert args.out == Path("run") and args.agent
+    assert passthrough(args) == ["--model", "m", "--out", "the-agents-own"]
 
 
 def test_ray_is_optional_and_its_absence_is_said_plainly(tmp_path, capsys):

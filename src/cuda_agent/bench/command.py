@@ -63,6 +63,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("agent_argv", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
 
+def passthrough(args: argparse.Namespace) -> list[str]:
+    """The words after ``--``: the agent's own options, untouched."""
+    words = list(args.agent_argv or [])
+    return words[1:] if words[:1] == ["--"] else words
+
+
 def _fail(message: str) -> int:
     print(f"cuda-agent bench: {message}", file=sys.stderr)
     return EXIT_BAD_INPUT
@@ -94,9 +100,7 @@ def _run(args: argparse.Namespace) -> int:
         raise BenchError("--kernelbench DIR is required (or only --import-baselines / --export-baselines)")
     if args.out is None:
         raise BenchError("--out RUN_DIR is required")
-    agent_argv = list(args.agent_argv or [])
-    if agent_argv and agent_argv[0] == "--":
-        agent_argv = agent_argv[1:]
+    agent_argv = passthrough(args)
     agent = args.agent_solver or ("cuda_agent.agent:run_episode" if args.agent else None)
     if bool(agent) == bool(args.solutions):
         raise BenchError("give exactly one of --solutions DIR and --agent")

@@ -48,7 +48,7 @@ class Attempt:
         return self.speedup_vs_eager if baseline == "eager" else self.speedup_vs_compile
 
     @classmethod
-    def from_verdict(cls, verdict: dict[str, Any]) -> "Attempt":
+    def from_verdict(cls, verdict: dict[str, Any]) -> Attempt:
         return cls(verdict.get("verdict") == "correct", verdict.get("speedup_vs_eager"),
                    verdict.get("speedup_vs_compile"))
 

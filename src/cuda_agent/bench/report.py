@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .metrics import BASELINES, DEFINITIONS, FAST_P, Summary, summarize_levels
+from .metrics import BASELINES, DEFINITIONS, FAST_P, Summary, split_name, summarize_levels
 from .store import Result, load_run
 
 VERDICT_ORDER = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout")
@@ -128,8 +128,8 @@ def verdicts_markdown(runs: list[RunData]) -> str:
 
 def environment_lines(run: RunData) -> list[str]:
     started = [inv.get("started") for inv in run.config.get("invocations", [])]
-    return [f"- run `{run.name}`: `{run.path}`, mode {run.config.get('mode', '?')}, "
-            f"{len(run.results)} attempts, started {started[0] if started else '?'}",
+    return [(f"- run `{run.name}`: `{run.path}`, mode {run.config.get('mode', '?')}, "
+            f"{len(run.results)} attempts, started {started[0] if started else '?'}"),
             f"- GPU: {', '.join(run.gpus) or 'none recorded (no attempt reached the GPU)'}",
             f"- torch: {', '.join(run.torch_versions) or '?'}   precision mode: {', '.join(run.precisions) or '?'}"]
 
@@ -158,8 +158,8 @@ def report_markdown(runs: list[RunData]) -> str:
     title = "Bench report: " + " vs. ".join(r.name for r in runs)
     parts = [f"# {title}", "", *[ln for run in runs for ln in environment_lines(run)], "",
              "## Table 1", "", table1_markdown(runs), "",
-             "Faster rates count attempts more than 5% faster than the baseline (speed-up > 1.05), over all attempts; "
-             "speed-ups are geometric means over correct attempts only.", "",
+             ("Faster rates count attempts more than 5% faster than the baseline (speed-up > 1.05), over all attempts; "
+             "speed-ups are geometric means over correct attempts only."), "",
              "## Strict faster rates", "", strict_markdown(runs), "",
              "## fast_p (KernelBench)", "", fast_p_markdown(runs), "",
              "## Verdicts", "", verdicts_markdown(runs), "",
@@ -237,7 +237,7 @@ def plot_distribution(plt, runs: list[RunData]) -> str:
                                label=run.name if i == 0 else None)
         _reference_lines(ax)
         _speedup_axis(ax, [v for run in runs for v in _speedups(run, "eager") + _speedups(run, "compile")])
-        ax.set_xticks(range(len(levels)), [("Level %d" % lv) if lv is not None else "Other" for lv in levels])
+        ax.set_xticks(range(len(levels)), [split_name(lv) for lv in levels])
         ax.set_xlim(-0.6, len(levels) - 0.4)
         ax.set_title(f"speed-up vs. {base} (correct attempts)")
         ax.grid(axis="y", alpha=0.25)
@@ -428,8 +428,8 @@ def _summary_tables_html(runs: list[RunData]) -> tuple[str, str]:
     left = len(pre) + 1
     table1 = "".join([
         "<h2>Table 1</h2>", _html_table(pre + list(TABLE1_COLUMNS), t1, left, c1),
-        '<p class="note">Faster rates: correct and more than 5% faster than the baseline (speed-up &gt; 1.05), over '
-        "all attempts. Speed-ups: geometric mean over correct attempts only. Definitions below.</p>"])
+        ('<p class="note">Faster rates: correct and more than 5% faster than the baseline (speed-up &gt; 1.05), over '
+        "all attempts. Speed-ups: geometric mean over correct attempts only. Definitions below.</p>")])
     details = "".join([
         "<h2>Strict faster rates and fast_p</h2>",
         _html_table(pre + ["Split", "Correct", "Faster vs. Eager (&gt; 1.0)", "Faster vs. Compile (&gt; 1.0)"], st,

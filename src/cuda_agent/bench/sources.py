@@ -113,7 +113,7 @@ def find_solutions(directory: str | Path) -> Found:
             level, problem, sample = (int(g) for g in m.groups())
             found.add(f"L{level}_{problem}", sample, entry, "kernelbench")
             continue
-        stem = entry.name[:-3] if entry.name.endswith(".py") else entry.name
+        stem = entry.name.removesuffix(".py")
         if TASK_ID.match(stem):
             if entry.is_dir() and not (entry / "model_new.py").exists() and _sample_dirs(entry):
                 for sample, sdir in _sample_dirs(entry):

@@ -129,7 +129,7 @@ class Result:
                 "wall_s": self.wall_s, "verdict": self.verdict}
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "Result":
+    def from_row(cls, row: sqlite3.Row) -> Result:
         return cls(task=row["task"], sample=row["sample"], status=row["status"],
                    verdict=json.loads(row["verdict_json"]), level=row["level"], problem_id=row["problem_id"],
                    title=row["title"], source=row["source"], solution=row["solution"], lane=row["lane"],
@@ -183,8 +183,7 @@ class ResultsDB:
         results = self.results()
         tmp = Path(path).with_suffix(".jsonl.tmp")
         with open(tmp, "w", encoding="utf-8") as f:
-            for r in results:
-                f.write(json.dumps(r.to_dict()) + "\n")
+            f.writelines(json.dumps(r.to_dict()) + "\n" for r in results)
         os.replace(tmp, path)
         return len(results)
 
