@@ -1,14 +1,12 @@
 """A tiny KernelBench-like tree and solutions for the bench tests, written into a tmp directory.
 
 Every solution here gets a real verdict from the sandbox on a host without a GPU: static
-rejections and compile errors. ``honest`` builds and then needs a GPU (NoGpuError).
+rejections and compile errors. ``needs_gpu`` builds and then needs a GPU (NoGpuError).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-
-from .conftest import EXAMPLES
 
 PROBLEM = '''"""Problem {pid}: relu(x) + {pid}."""
 import torch
@@ -99,11 +97,23 @@ def broken_file(path: Path) -> Path:
     return path
 
 
-def honest(path: Path) -> Path:
-    """The example Swish workspace: it builds, so without a GPU evaluate raises NoGpuError."""
-    import shutil
+NEEDS_GPU_MODEL = '''import torch.nn as nn
 
-    shutil.copytree(EXAMPLES / "swish" / "solution", path)
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return x.contiguous()  # passes the static rules, nothing to build: judging it needs a GPU
+'''
+
+
+def needs_gpu(path: Path) -> Path:
+    """A workspace that passes the static rules and builds (there is nothing to build), so
+    without a GPU evaluate raises NoGpuError."""
+    path.mkdir(parents=True)
+    (path / "model_new.py").write_text(NEEDS_GPU_MODEL)
     return path
 
 

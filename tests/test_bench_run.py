@@ -25,7 +25,7 @@ from cuda_agent.cli import main
 from cuda_agent.sandbox import SandboxConfig
 from cuda_agent.tasks import load_task
 
-from .bench_helpers import broken_file, compile_error, honest, rejected, write_problems
+from .bench_helpers import broken_file, compile_error, needs_gpu, rejected, write_problems
 from .conftest import HAS_NVCC, ROOT
 
 pytestmark = pytest.mark.skipif(not HAS_NVCC, reason="compile errors need nvcc")
@@ -52,7 +52,7 @@ def _tree(tmp: Path) -> tuple[Path, Path]:
     broken_file(sols / "level_1_problem_9_sample_0_kernel.py")
     (sols / "level_1_problem_10_sample_0_kernel.py").write_bytes(bytes(range(256)) * 8)
     (sols / "L1_11.py").symlink_to(tmp / "gone" / "L1_11.py")
-    honest(sols / "L2_1")
+    needs_gpu(sols / "L2_1")
     rejected(sols / "L2_2", 2)
     return kb, sols
 
