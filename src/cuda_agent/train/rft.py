@@ -50,23 +50,30 @@ class RFTStage:
         (Path(cfg.run.out) / "cleaning.json").write_text(json.dumps({"kept": len(kept), **vars(stats)}, indent=2))
         return sft_rows(kept)
 
-    def run(self) -> Path:
+    def build_trainer(self, log):
+        """The configured ``SFTTrainer`` (its ``train_dataset`` holds ``assistant_masks``)."""
         from datasets import Dataset
         from transformers import AutoTokenizer
         from trl import SFTConfig, SFTTrainer
 
-        from .metrics import RunLog, trainer_callback
+        from .metrics import trainer_callback
 
         cfg = self.config
-        save_config(cfg, cfg.run.out)
         rows = self.dataset_rows()
         if not rows:
             raise ValueError(f"{cfg.trajectories}: no episode with reward >= {cfg.min_reward}")
-        log = RunLog(cfg.run.out, tensorboard=cfg.run.tensorboard)
         tokenizer = AutoTokenizer.from_pretrained(cfg.model)
         args = SFTConfig(**training_arguments(cfg.optim, cfg.run), assistant_only_loss=True,
                          max_length=cfg.max_length, packing=False)
-        trainer = SFTTrainer(model=cfg.model, args=args, train_dataset=Dataset.from_list(rows),
-                             processing_class=tokenizer, callbacks=[trainer_callback(log, {"rft_episodes": len(rows)})])
+        return SFTTrainer(model=cfg.model, args=args, train_dataset=Dataset.from_list(rows),
+                          processing_class=tokenizer, callbacks=[trainer_callback(log, {"rft_episodes": len(rows)})])
+
+    def run(self) -> Path:
+        from .metrics import RunLog
+
+        cfg = self.config
+        save_config(cfg, cfg.run.out)
+        log = RunLog(cfg.run.out, tensorboard=cfg.run.tensorboard)
+        trainer = self.build_trainer(log)
         trainer.train(resume_from_checkpoint=resume_checkpoint(cfg.run))
         return finish(trainer, cfg.run.out, log)

@@ -137,7 +137,7 @@ async def run_episode(generate: Generate, tokenizer, session: AgentSession, mess
     out.response_ids = out.response_ids[: limits.response_length]
     out.response_mask = out.response_mask[: limits.response_length]
     out.reward = await loop.run_in_executor(None, session.reward)
-    out.verdict = session.best_verdict()
+    out.verdict = session.best_verdict() or (session.verdicts[-1] if session.verdicts else None)
     out.metrics = {"generate_s": t_gen, "tool_s": t_tool, "verified": float(bool(session.verdicts))}
     return out
 

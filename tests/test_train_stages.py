@@ -1,0 +1,149 @@
+"""CPU smoke runs of the four stages with a tiny random-init model (a few steps each).
+
+Only the LLM is a toy: rewards come from the real sandbox (completions of a random model are
+format failures or static rejections, which need no GPU), trajectories from the real agent loop
+replaying scripted honest turns (``verify`` reports no GPU here, so their reward is -1; the
+value stage adds a copy relabelled +2 so that the critic has a variance to explain).
+"""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("trl")
+pytest.importorskip("datasets")
+
+from cuda_agent.train.common import OptimConfig, RunConfig  # noqa: E402
+from cuda_agent.train.presets import smoke  # noqa: E402
+
+from .conftest import EXAMPLES  # noqa: E402
+
+SWISH_TASK = str(EXAMPLES / "swish" / "task.py")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    from cuda_agent.train.demo import honest_pairs, record_episodes
+    from cuda_agent.train.solution_io import read_files
+    from cuda_agent.train.tiny import make_tiny_model
+    from cuda_agent.train.trajectories import read_episodes, write_episodes
+
+    root = tmp_path_factory.mktemp("train")
+    pairs = honest_pairs()[:1]
+    record_episodes(pairs, root / "agent.jsonl", root / "episodes")
+    episodes = list(read_episodes(root / "agent.jsonl"))
+    relabelled = [type(e)(**{**e.to_dict(), "reward": 2.0}) for e in episodes]
+    write_episodes(episodes + relabelled, root / "mixed.jsonl")
+    corpus = [json.dumps(m) for e in episodes for m in e.messages] + \
+        [t for _, s in pairs for t in read_files(s).values()]
+    make_tiny_model(root / "tiny", corpus)
+    return root
+
+
+def _rows(run_dir):
+    with open(Path(run_dir) / "metrics.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def _cfg(stage, workdir, name, **kw):
+    cfg = smoke(stage)
+    cfg.model = str(workdir / "tiny")
+    cfg.run = RunConfig(out=str(workdir / name), tensorboard=False)
+    for k, v in kw.items():
+        setattr(cfg, k, v)
+    return cfg
+
+
+def test_single_turn_grpo_with_sandbox_reward_and_resume(workdir, cache_dir):
+    from cuda_agent.train.single_turn import SingleTurnStage
+
+    cfg = _cfg("single-turn", workdir, "st", tasks=SWISH_TASK, max_completion_length=16)
+    final = SingleTurnStage(cfg).run()
+    assert (final / "config.json").is_file() and (workdir / "st" / "metrics.png").is_file()
+    rows = _rows(workdir / "st")
+    assert [r["step"] for r in rows] == ["1", "2"]
+    assert float(rows[0]["sandbox_reward_mean"]) == -1.0 and float(rows[0]["pass_rate"]) == 0.0
+    assert float(rows[0]["reward_frac_-1"]) == 1.0 and rows[0]["entropy"] and rows[0]["loss"]
+    verdicts = [json.loads(l)["verdict"] for l in (workdir / "st" / "rollouts.jsonl").read_text().splitlines()]
+    assert len(verdicts) == 4 and set(verdicts) == {"rejected"}  # random text: no solution (format error)
+    # resume: the same run with one more step starts from checkpoint-2
+    cfg.optim.max_steps = 3
+    SingleTurnStage(cfg).run()
+    assert [r["step"] for r in _rows(workdir / "st")] == ["1", "2", "3"]
+
+
+def test_rft_masks_tool_output_and_trains(workdir):
+    from cuda_agent.train.metrics import RunLog
+    from cuda_agent.train.rft import RFTStage
+
+    cfg = _cfg("rft", workdir, "rft", trajectories=str(workdir / "agent.jsonl"), min_reward=-1.0, max_length=6144)
+    stage = RFTStage(cfg)
+    trainer = stage.build_trainer(RunLog(workdir / "rft_probe", tensorboard=False))
+    ex = trainer.train_dataset[0]
+    tok = trainer.processing_class
+    target = tok.decode([t for t, label in zip(ex["input_ids"], ex["labels"]) if label != -100])
+    assert "write_file" in target and "submit" in target
+    assert "<tool_response>" not in target and "build ok" not in target and "cannot verify" not in target
+    final = stage.run()
+    rows = _rows(workdir / "rft")
+    assert len(rows) == 2 and float(rows[0]["loss"]) > 0 and (final / "tokenizer.json").is_file()
+    assert json.loads((workdir / "rft" / "cleaning.json").read_text())["kept"] == 1
+
+
+def test_value_pretraining_reports_explained_variance(workdir):
+    from cuda_agent.train.value import ValueStage
+
+    cfg = _cfg("value", workdir, "value", trajectories=str(workdir / "mixed.jsonl"), max_length=4096)
+    cfg.optim = OptimConfig(lr=1e-3, max_steps=2, per_device_batch=2, grad_accum=1, save_steps=10, bf16=False)
+    final = ValueStage(cfg).run()
+    rows = _rows(workdir / "value")
+    assert all(r["value_loss"] for r in rows[:2])
+    ev = [float(r["final_explained_variance"]) for r in rows if r.get("final_explained_variance")]
+    assert len(ev) == 1 and ev[0] == ev[0]  # finite (not NaN)
+    from transformers import AutoConfig
+
+    conf = AutoConfig.from_pretrained(final)
+    assert conf.num_labels == 1 and conf.architectures[0].endswith("ForTokenClassification")  # what verl loads
+
+
+def test_agentic_grpo_with_our_tools(workdir):
+    from cuda_agent.train.agentic import AgenticStage
+
+    cfg = _cfg("agentic", workdir, "agentic", tasks=SWISH_TASK, max_completion_length=24,
+               max_tool_calling_iterations=1)
+    AgenticStage(cfg).run()
+    rows = _rows(workdir / "agentic")
+    assert len(rows) == 2 and float(rows[0]["reward_mean"]) == -1.0 and "tools_call_frequency" in rows[0]
+
+
+def test_agentic_environment_runs_real_tools(workdir, cache_dir):
+    """The TRL environment class: tool methods from the agent's schemas, real tools and sandbox."""
+    from transformers.utils import get_json_schema
+
+    from cuda_agent.sandbox import SandboxConfig
+    from cuda_agent.tasks import load_task
+    from cuda_agent.train.agent_env import AgentSession, SessionConfig, tool_schemas
+    from cuda_agent.train.agentic import environment_class
+    from cuda_agent.train.evaluator import LocalEvaluator
+    from cuda_agent.train.solution_io import read_files
+
+    from .conftest import SOLUTIONS
+
+    task = load_task(SWISH_TASK, name="swish")
+    cfg = SessionConfig(run_root=str(workdir / "env"))
+    schemas = tool_schemas(cfg)
+    env_cls = environment_class(schemas, lambda row: AgentSession(task, cfg, LocalEvaluator(SandboxConfig(cache_dir=cache_dir))))
+    by_name = {s["function"]["name"]: s for s in schemas}
+    generated = get_json_schema(env_cls.write_file)["function"]["parameters"]
+    assert generated["required"] == by_name["write_file"]["function"]["parameters"]["required"]
+    env = env_cls()
+    env.reset(prompt=[], task_name="swish")
+    cheat = read_files(SOLUTIONS / "cheat_torch_fallback")["model_new.py"]
+    assert "model_new.py" in env.write_file(path="model_new.py", content=cheat)
+    out = env.verify()
+    assert '"verdict": "rejected"' in out and "torch_compute" in out or "torch.sigmoid" in out
+    env.submit(summary="x")
+    assert "episode is over" in env.read_file(path="model.py")
+    assert env.get_reward() == -1.0

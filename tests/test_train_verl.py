@@ -1,0 +1,167 @@
+"""The verl recipe without verl: config schema, the token-level agent loop against a local
+OpenAI-compatible server on 127.0.0.1 (only the LLM is scripted; tools and sandbox are real),
+the reward function and the parquet rows. What needs verl/Ray/vLLM is listed in docs/train.md."""
+
+import asyncio
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cuda_agent.cli import main
+from cuda_agent.tasks import load_task
+from cuda_agent.train.cluster import agent_loop
+from cuda_agent.train.cluster.schema import KNOWN_KEYS, flatten, load_config, validate
+from cuda_agent.train.solution_io import read_files, render_files
+
+from .conftest import EXAMPLES, ROOT, SOLUTIONS
+
+CONFIGS = ROOT / "configs" / "verl"
+SWISH = load_task(EXAMPLES / "swish" / "task.py", name="swish")
+
+
+def test_paper_config_is_valid_and_has_the_papers_numbers():
+    assert validate(CONFIGS / "ppo_agentic.yaml") == []
+    flat = flatten(load_config(CONFIGS / "ppo_agentic.yaml"))
+    assert flat["algorithm.adv_estimator"] == "gae" and flat["algorithm.gamma"] == 1.0 and flat["algorithm.lam"] == 0.95
+    assert (flat["actor_rollout_ref.actor.clip_ratio_low"], flat["actor_rollout_ref.actor.clip_ratio_high"]) == (0.2, 0.28)
+    assert flat["data.train_batch_size"] * flat["actor_rollout_ref.rollout.n"] == 1024
+    assert flat["actor_rollout_ref.rollout.agent.default_agent_loop"] == agent_loop.AGENT_NAME
+
+
+def test_smoke_config_composes_on_the_paper_config():
+    assert validate(CONFIGS / "ppo_agentic_smoke.yaml", paper=False) == []
+    errors = validate(CONFIGS / "ppo_agentic_smoke.yaml", paper=True)
+    assert any("total_training_steps" in e for e in errors)
+    flat = flatten(load_config(CONFIGS / "ppo_agentic_smoke.yaml"))
+    assert flat["critic.optim.lr"] == 6e-6 and flat["trainer.total_training_steps"] == 3
+
+
+def test_schema_catches_typos_and_wrong_numbers(tmp_path, monkeypatch):
+    cfg = yaml.safe_load((CONFIGS / "ppo_agentic.yaml").read_text())
+    cfg["algorithm"]["lamda"] = 0.95                        # typo
+    cfg["actor_rollout_ref"]["actor"]["clip_ratio_high"] = 0.2
+    cfg["critic"]["model"]["path"] = ""
+    cfg["actor_rollout_ref"]["rollout"]["response_length"] = 1000
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    errors = "\n".join(validate(path))
+    for needle in ("algorithm.lamda: not a key", "clip_ratio_high: 0.2", "critic.model.path is empty",
+                   "response_length (1000) differs"):
+        assert needle in errors, errors
+    monkeypatch.setenv("CUDA_AGENT_ACTOR", "/nonexistent/actor")
+    assert any("/nonexistent/actor" in e for e in validate(CONFIGS / "ppo_agentic.yaml", check_files=True))
+    assert "algorithm.gamma" in KNOWN_KEYS
+
+
+def test_verl_check_cli(capsys):
+    assert main(["train", "verl-check", str(CONFIGS / "ppo_agentic.yaml")]) == 0
+    assert "ok" in capsys.readouterr().out
+
+
+def test_agent_loop_imports_without_verl():
+    if agent_loop.HAVE_VERL:
+        pytest.skip("verl is installed here")
+    with pytest.raises(ImportError, match="inside verl"):
+        agent_loop.CudaAgentLoop()
+    entry = yaml.safe_load((CONFIGS / "agent_loops.yaml").read_text())[0]
+    assert entry["_target_"] == "cuda_agent.train.cluster.agent_loop.CudaAgentLoop"
+
+
+def test_reward_function_for_single_turn_rows(monkeypatch):
+    from cuda_agent.train.cluster.reward import compute_score
+
+    monkeypatch.delenv("CUDA_AGENT_EVAL_URL", raising=False)
+    out = compute_score("cuda_agent", render_files(read_files(SOLUTIONS / "cheat_torch_fallback")), "",
+                        {"task_name": "swish", "task_source": SWISH.source})
+    assert out["score"] == -1.0 and out["pass"] == 0.0
+
+
+def test_parquet_rows(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    from cuda_agent.train.cluster.dataset import verl_rows, write_parquet
+
+    path = write_parquet(verl_rows([SWISH]), tmp_path / "train.parquet")
+    row = pq.read_table(path).to_pylist()[0]
+    assert row["agent_name"] == "cuda_agent" and row["extra_info"]["task_name"] == "swish"
+    assert [m["role"] for m in row["prompt"]] == ["system", "user"] and SWISH.source.strip() in row["prompt"][1]["content"]
+    single = verl_rows([SWISH], mode="single_turn")[0]
+    assert single["agent_name"] == "single_turn_agent"
+
+
+# ---------------------------------------------------------------------------- the loop vs a local server
+
+def _call(name, **args):
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"
+
+
+class _ScriptedCompletions:
+    """An OpenAI-compatible /v1/completions server on 127.0.0.1 that answers from a script."""
+
+    def __init__(self, replies):
+        self.replies, self.prompts = list(replies), []
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.prompts.append(body["prompt"])
+                text = outer.replies.pop(0) if outer.replies else _call("submit")
+                data = json.dumps({"choices": [{"text": text, "finish_reason": "stop"}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_episode_against_local_openai_server(tmp_path, cache_dir):
+    pytest.importorskip("trl")  # the tiny tokenizer uses TRL's Qwen2.5 chat template
+    from cuda_agent.sandbox import SandboxConfig
+    from cuda_agent.train.agent_env import AgentSession, SessionConfig, initial_messages
+    from cuda_agent.train.cluster.episode import EpisodeLimits, OpenAICompletions, run_episode
+    from cuda_agent.train.evaluator import LocalEvaluator
+    from cuda_agent.train.tiny import make_tokenizer
+
+    cheat = read_files(SOLUTIONS / "cheat_torch_fallback")["model_new.py"]
+    replies = ["Let me write it.\n" + _call("write_file", path="model_new.py", content=cheat),
+               "hmm, thinking without a call",
+               _call("launch_rockets"),
+               _call("submit", summary="done")]
+    server = _ScriptedCompletions(replies)
+    tok = make_tokenizer([cheat, SWISH.source] + replies, 800)
+    cfg = SessionConfig(max_turns=10, run_root=str(tmp_path))
+    session = AgentSession(SWISH, cfg, LocalEvaluator(SandboxConfig(cache_dir=cache_dir)))
+    gen = OpenAICompletions(server.url, "scripted", tok)
+    try:
+        ep = asyncio.run(run_episode(gen, tok, session, initial_messages(SWISH, cfg), {"temperature": 1.0},
+                                     EpisodeLimits(max_turns=10)))
+    finally:
+        server.close()
+        session.close()
+    assert ep.ended_by == "submit" and ep.num_turns == 4 and ep.submitted
+    assert ep.reward == -1.0 and ep.verdict["verdict"] == "rejected"  # verified on submit: torch.sigmoid in forward
+    assert len(ep.response_ids) == len(ep.response_mask)
+    # on-policy: every request's prompt is exactly the previous prompt + generated + observation tokens
+    for k, prompt in enumerate(server.prompts):
+        assert prompt == (ep.prompt_ids + ep.response_ids)[:len(prompt)]
+    actor = tok.decode([t for t, m in zip(ep.response_ids, ep.response_mask) if m])
+    obs = tok.decode([t for t, m in zip(ep.response_ids, ep.response_mask) if not m])
+    assert "write_file" in actor and "submit" in actor and "<tool_response>" not in actor
+    assert "created model_new.py" in obs or "model_new.py" in obs
+    assert "No tool call found" in obs and "unknown tool" in obs
+    roles = [m["role"] for m in ep.messages]
+    assert roles[:3] == ["system", "user", "assistant"] and roles[-1] == "tool"
