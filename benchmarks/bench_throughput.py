@@ -1,24 +1,28 @@
 """How busy does `cuda-agent bench` keep the GPU, and how fast does it build? (GPU host.)
 
     python benchmarks/make_bench_problems.py --out /tmp/bench_problems
-    python benchmarks/bench_throughput.py --problems /tmp/bench_problems --out /tmp/bench_tp
+    python benchmarks/bench_throughput.py --problems /tmp/bench_problems --out /tmp/bench_tp \
+        [--import-baselines h200.json]
 
-Everything runs in a private cache (``CUDA_AGENT_CACHE=OUT/cache``), so earlier runs do not help.
+Everything runs in a private cache (``CUDA_AGENT_CACHE=OUT/cache``), so earlier runs do not help,
+except for eager/compile baselines given with ``--import-baselines`` (written by
+``cuda-agent bench --export-baselines``): they spare the cold run the torch.compile of every task.
 
 1. **builds per minute**: every solution that passes the static rules is built with
    ``sandbox.build`` on 1 thread, then on ``--build-jobs`` threads, each time into an empty build
    cache (the bench's own pre-build step, measured alone).
 2. **cold run**: one bench run over every solution, each repeated ``--repeat`` times as samples
    (``solutions/<task>/sample_<k>/``, same sources, so one build serves all samples): builds,
-   baselines (eager + torch.compile) and evaluations.
+   baselines (eager + torch.compile, unless imported) and evaluations.
 3. **cached runs**: the same bench run into fresh run directories with builds and baselines
    cached, for each ``--per-gpu`` value. The GPU-busy share of the run's wall time is measured
    two ways:
    * *lock*: the sum over attempts of the time the evaluation held the sandbox's GPU lock
-     (``verdict.timing.gpu_lock_s``) divided by wall time x GPUs;
+     (``verdict.timing.gpu_lock_s``) divided by wall time x GPUs (with several lanes per GPU
+     their shared holds overlap, so this sum can pass 100%: exact only for ``--per-gpu 1``);
    * *nvidia-smi*: the mean ``utilization.gpu`` sampled every 100 ms over the run (a kernel
      running at the sample counts as busy; an upper bound on useful work).
-   Target: >= 70% busy with cached builds.
+   Target: >= 70% busy with cached builds (judged on nvidia-smi when it answers).
 
 Writes ``OUT/throughput.json`` and prints a table. Exit 0 when the target is met.
 """
@@ -136,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--problems", type=Path, required=True, help="output of benchmarks/make_bench_problems.py")
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--repeat", type=int, default=3, help="samples per solution (default 3)")
+    p.add_argument("--repeat", type=int, default=2, help="samples per solution (default 2)")
+    p.add_argument("--import-baselines", type=Path, default=None, metavar="FILE",
+                   help="eager/compile timings to put in the private cache first (cuda-agent bench --export-baselines)")
     p.add_argument("--per-gpu", default="1,2,3", help="lanes per GPU to try (default 1,2,3)")
     p.add_argument("--gpus", default="all")
     p.add_argument("--build-jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
@@ -158,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{n} solutions ({args.repeat} samples of each workspace)")
     if cache.exists():
         shutil.rmtree(cache)
+    if args.import_baselines:
+        subprocess.run([sys.executable, "-m", "cuda_agent.cli", "bench", "--import-baselines", str(args.import_baselines)],
+                       env=env, check=True)
     results["cold"] = bench_run(args, solutions, args.out / "run_cold", 1, env)
     results["cached"] = [bench_run(args, solutions, args.out / f"run_cached_{k}", int(k), env)
                          for k in args.per_gpu.split(",")]
@@ -170,8 +179,13 @@ def main(argv: list[str] | None = None) -> int:
                                                              for r in results["cached"]]:
         print(f"{name:22s} {r['wall_s']:7.1f} {r['attempts_per_min']:8.1f} {pct(r['busy_lock']):>11s} "
               f"{pct(r['busy_smi']):>10s}")
-    best = max(results["cached"], key=lambda r: r["busy_lock"] if r["busy_lock"] is not None else r["busy_smi"] or 0)
-    share = best["busy_lock"] if best["busy_lock"] is not None else best["busy_smi"]
+    def share_of(r):  # nvidia-smi when it answered; the lock sum is exact only with one lane per GPU
+        if r["busy_smi"] is not None:
+            return r["busy_smi"]
+        return r["busy_lock"] if r["per_gpu"] == 1 else None
+
+    best = max(results["cached"], key=lambda r: share_of(r) or 0)
+    share = share_of(best)
     results["target"] = {"busy": TARGET_BUSY, "best": share, "per_gpu": best["per_gpu"],
                          "met": share is not None and share >= TARGET_BUSY}
     print(f"\ntarget >= {100 * TARGET_BUSY:.0f}% GPU-busy with cached builds: best {pct(share).strip()} "

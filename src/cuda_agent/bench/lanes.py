@@ -19,6 +19,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -48,6 +49,7 @@ def evaluate_one(task, solution_path: str, config) -> dict[str, Any]:
 
 def _lane_main(conn, env: dict[str, str]) -> None:
     os.environ.update(env)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the bench, which stops its lanes
     parent = os.getppid()
 
     def watch_parent() -> None:

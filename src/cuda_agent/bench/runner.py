@@ -122,6 +122,8 @@ class Bench:
         self.run_dir = RunDir(Path(config.out).resolve())
         self.db: ResultsDB | None = None
         self.solver: Solver | None = None
+        self._build_locks: dict[str, threading.Lock] = {}  # identical sources build once
+        self._build_locks_guard = threading.Lock()
 
     # ------------------------------------------------------------------ plan
     def plan(self) -> tuple[list[Item], list[str]]:
@@ -338,7 +340,10 @@ class Bench:
                 return CPU
             if self.cfg.sandbox.static_rules and rejecting(findings):
                 return CPU
-            return GPU if build(solution, self.prebuild_config).ok else CPU
+            with self._build_locks_guard:
+                lock = self._build_locks.setdefault(solution.fingerprint(), threading.Lock())
+            with lock:  # a second copy of the same sources waits, then finds the build cached
+                return GPU if build(solution, self.prebuild_config).ok else CPU
         except Exception:  # noqa: BLE001 - the lane repeats the step and records what went wrong
             return CPU
 
