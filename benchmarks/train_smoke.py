@@ -1,0 +1,230 @@
+"""Training recipe smoke on one GPU (H200), <= 10 minutes, tiny local model, real sandbox.
+
+    PYTHONUNBUFFERED=1 python benchmarks/train_smoke.py --out $OUT/train_smoke
+
+What it runs, in order (every sandbox call is real; only the model is a toy):
+  1. the evaluation service on GPU 0 (in this process) and one honest kernel through it;
+  2. honest trajectories for a handful of tasks (tests/solutions, examples/swish), recorded by
+     replaying scripted turns through the agent loop (ReplayBackend: tools and sandbox real);
+  3. a tiny random-init causal LM whose tokenizer is trained on that text;
+  4. single-turn GRPO, 2 steps, rewards from the sandbox through the service;
+  5. the "it learns" demo: mean sandbox reward of the tiny model as an agent before RFT (-1),
+     after RFT on the cleaned honest trajectories (> 0 expected), and after 2 agentic GRPO
+     steps with our tools (TRL environment, verify through the service: not lower expected);
+  6. value pretraining on all recorded episodes, reporting explained variance.
+Writes summary.json, reward_curve.png and each stage's run directory (metrics.csv/png) under --out.
+
+On one GPU the service times kernels on the GPU that also trains (no way around it here); on a
+cluster give it GPUs of its own (docs/train.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default=os.path.join(os.environ.get("OUT", "runs"), "train_smoke"))
+    p.add_argument("--tasks", type=int, default=4, help="honest (task, solution) pairs to use (max 4)")
+    p.add_argument("--rft-steps", type=int, default=200)
+    p.add_argument("--rft-lr", type=float, default=2e-3)
+    p.add_argument("--grpo-steps", type=int, default=2)
+    p.add_argument("--grpo-lr", type=float, default=1e-6)
+    p.add_argument("--max-new-tokens", type=int, default=3072)
+    args = p.parse_args()
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print("train_smoke: needs a CUDA GPU", file=sys.stderr)
+        return 3
+    from cuda_agent.sandbox import SandboxConfig
+    from cuda_agent.train.agent_env import SessionConfig, initial_messages
+    from cuda_agent.train.agentic import AgenticStage
+    from cuda_agent.train.client import EvalClient
+    from cuda_agent.train.common import OptimConfig, RunConfig
+    from cuda_agent.train.data import single_turn_prompt
+    from cuda_agent.train.demo import evaluate_policy, honest_pairs, record_episodes
+    from cuda_agent.train.rewards import SandboxReward
+    from cuda_agent.train.rft import RFTStage
+    from cuda_agent.train.service import EvalService, EvalServiceConfig
+    from cuda_agent.train.single_turn import SandboxSettings, SingleTurnStage
+    from cuda_agent.train.solution_io import read_files, render_files
+    from cuda_agent.train.tiny import TinyModelConfig, make_tiny_model
+    from cuda_agent.train.trajectories import read_episodes
+    from cuda_agent.train.value import ValueStage
+
+    out = Path(args.out)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    cache = out / "cache"
+    os.environ["CUDA_AGENT_CACHE"] = str(cache)
+    summary: dict = {"timings_s": {}}
+    t_all = time.perf_counter()
+
+    def timed(name):
+        class T:
+            def __enter__(self):
+                self.t = time.perf_counter()
+                print(f"== {name}", flush=True)
+
+            def __exit__(self, *exc):
+                summary["timings_s"][name] = round(time.perf_counter() - self.t, 1)
+                print(f"   {name}: {summary['timings_s'][name]} s", flush=True)
+        return T()
+
+    pairs = honest_pairs(ROOT)[: args.tasks]
+    tasks = [t for t, _ in pairs]
+    task_dir = out / "tasks"
+    task_dir.mkdir()
+    for t in tasks:
+        (task_dir / f"{t.name}.py").write_text(t.source)
+    service = EvalService(EvalServiceConfig(port=0, gpus=[0], per_gpu=2, cache_dir=cache)).start()
+    client = EvalClient(service.url, retries=3)
+    try:
+        with timed("1_service_honest_kernel"):
+            reward = SandboxReward(SandboxReward.Config(), tasks, client)
+            r = reward.evaluate_text(tasks[0].name, render_files(read_files(pairs[0][1])))
+            summary["service_check"] = {"task": tasks[0].name, "verdict": r.verdict.verdict, "reward": r.reward,
+                                        "speedup_vs_compile": r.verdict.speedup_vs_compile, "queue_s": r.queue_s}
+            print("  ", summary["service_check"])
+
+        with timed("2_record_honest_trajectories"):
+            recs = record_episodes(pairs, out / "honest.jsonl", out / "episodes_honest",
+                                   SessionConfig(max_turns=20))
+            summary["honest_rewards"] = {rec["task"]["name"]: rec["reward"] for rec in recs}
+            print("  ", summary["honest_rewards"])
+
+        with timed("3_tiny_model"):
+            episodes = list(read_episodes(out / "honest.jsonl"))
+            corpus = [json.dumps(m) for e in episodes for m in e.messages]
+            corpus += [json.dumps(e.tools) for e in episodes[:1]]
+            corpus += [m["content"] for t in tasks for m in initial_messages(t, SessionConfig()) + single_turn_prompt(t)]
+            corpus += [text for _, s in pairs for text in read_files(s).values()]
+            tiny = make_tiny_model(out / "tiny", corpus, TinyModelConfig(vocab_size=4096, hidden_size=256,
+                                   num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                                   intermediate_size=768, max_position_embeddings=32768))
+
+        with timed("4_single_turn_grpo"):
+            cfg = SingleTurnStage.Config(model=str(tiny), tasks=str(task_dir), num_generations=4,
+                                         max_completion_length=256, sandbox=SandboxSettings(eval_url=service.url),
+                                         optim=OptimConfig(lr=1e-5, max_steps=2, per_device_batch=4, grad_accum=1,
+                                                           save_steps=1),
+                                         run=RunConfig(out=str(out / "single_turn")))
+            SingleTurnStage(cfg).run()
+            summary["single_turn_metrics"] = _rows(out / "single_turn")
+
+        curve = []
+        with timed("5a_policy_before_rft"):
+            before = evaluate_policy(tiny, tasks, out / "eval_before", max_turns=2, max_new_tokens=256,
+                                     trajectories=out / "eval_before.jsonl")
+            curve.append(("before RFT", before))
+            print("   rewards:", before)
+
+        with timed("5b_rft"):
+            cfg = RFTStage.Config(model=str(tiny), trajectories=str(out / "honest.jsonl"), min_reward=1.0,
+                                  max_length=16384,
+                                  optim=OptimConfig(lr=args.rft_lr, max_steps=args.rft_steps, per_device_batch=4,
+                                                    grad_accum=1, save_steps=10_000, warmup_steps=10),
+                                  run=RunConfig(out=str(out / "rft")))
+            rft_final = RFTStage(cfg).run()
+            summary["rft_final_loss"] = _rows(out / "rft")[-1].get("loss")
+
+        with timed("5c_policy_after_rft"):
+            after_rft = evaluate_policy(rft_final, tasks, out / "eval_rft", max_turns=10,
+                                        max_new_tokens=args.max_new_tokens, trajectories=out / "eval_rft.jsonl")
+            curve.append(("after RFT", after_rft))
+            print("   rewards:", after_rft)
+
+        with timed("5d_agentic_grpo"):
+            cfg = AgenticStage.Config(model=str(rft_final), tasks=str(task_dir), num_generations=2,
+                                      max_completion_length=12288, max_tool_calling_iterations=10, temperature=1.0,
+                                      session=SessionConfig(max_turns=10), sandbox=SandboxSettings(eval_url=service.url),
+                                      optim=OptimConfig(lr=args.grpo_lr, max_steps=args.grpo_steps, per_device_batch=2,
+                                                        grad_accum=1, save_steps=10_000),
+                                      run=RunConfig(out=str(out / "agentic")))
+            grpo_final = AgenticStage(cfg).run()
+            summary["agentic_metrics"] = _rows(out / "agentic")
+
+        with timed("5e_policy_after_grpo"):
+            after_grpo = evaluate_policy(grpo_final, tasks, out / "eval_grpo", max_turns=10,
+                                         max_new_tokens=args.max_new_tokens, trajectories=out / "eval_grpo.jsonl")
+            curve.append((f"after {args.grpo_steps} GRPO steps", after_grpo))
+            print("   rewards:", after_grpo)
+
+        with timed("6_value_pretraining"):
+            mixed = out / "value_data.jsonl"
+            mixed.write_text("".join((out / f).read_text() for f in
+                                     ("honest.jsonl", "eval_before.jsonl", "eval_rft.jsonl", "eval_grpo.jsonl")
+                                     if (out / f).exists()))
+            cfg = ValueStage.Config(model=str(rft_final), trajectories=str(mixed), max_length=16384,
+                                    optim=OptimConfig(lr=1e-4, max_steps=40, per_device_batch=4, grad_accum=1,
+                                                      save_steps=10_000),
+                                    run=RunConfig(out=str(out / "value")))
+            ValueStage(cfg).run()
+            rows = _rows(out / "value")
+            summary["value"] = {"first_value_loss": rows[0].get("value_loss"), "last_value_loss": rows[-2].get("value_loss"),
+                                "final_explained_variance": rows[-1].get("final_explained_variance")}
+            print("  ", summary["value"])
+    finally:
+        service.stop()
+
+    summary["reward_curve"] = [{"point": name, "rewards": rs, "mean": sum(rs) / len(rs)} for name, rs in curve]
+    summary["tasks"] = [t.name for t in tasks]
+    summary["learned"] = curve[1][1] and sum(curve[1][1]) / len(curve[1][1]) > 0
+    summary["grpo_kept_it"] = sum(curve[2][1]) >= sum(curve[1][1]) - 1e-9
+    summary["wall_s"] = round(time.perf_counter() - t_all, 1)
+    _plot(curve, out / "rft" / "metrics.csv", out / "reward_curve.png")
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    print(json.dumps({k: summary[k] for k in ("reward_curve", "learned", "grpo_kept_it", "value", "wall_s",
+                                              "timings_s")}, indent=1, default=str))
+    return 0
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    import csv
+
+    with open(run_dir / "metrics.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def _plot(curve, rft_csv: Path, path: Path) -> None:
+    import csv
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+    xs = list(range(len(curve)))
+    a1.plot(xs, [sum(r) / len(r) for _, r in curve], marker="o", label="mean reward")
+    for i, (_, rs) in enumerate(curve):
+        a1.scatter([i] * len(rs), rs, alpha=0.4, color="gray")
+    a1.axhline(0, color="k", lw=0.5)
+    a1.set_xticks(xs, [n for n, _ in curve])
+    a1.set_ylabel("sandbox reward (paper: -1, 1, 2, 3)")
+    a1.set_title("tiny model as a CUDA agent")
+    a1.legend()
+    with open(rft_csv) as f:
+        rows = [r for r in csv.DictReader(f) if r.get("loss")]
+    a2.plot([int(r["step"]) for r in rows], [float(r["loss"]) for r in rows])
+    a2.set_yscale("log")
+    a2.set_xlabel("RFT step")
+    a2.set_ylabel("SFT loss (assistant tokens)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
