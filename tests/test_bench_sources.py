@@ -87,3 +87,25 @@ def test_two_solutions_for_one_task_are_a_clear_error(tmp_path):
 def test_missing_solutions_directory(tmp_path):
     with pytest.raises(BenchError, match="--solutions .*: no such directory"):
         find_solutions(tmp_path / "nope")
+
+
+def test_the_gpu_benchmark_generator_writes_what_bench_reads(tmp_path):
+    import importlib.util
+    import json
+
+    from cuda_agent.sandbox import check_solution, load_solution, rejecting
+
+    spec = importlib.util.spec_from_file_location("make_bench_problems", ROOT / "benchmarks" / "make_bench_problems.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert gen.main(["--out", str(tmp_path)]) == 0
+    expected = json.loads((tmp_path / "expected.json").read_text())["verdicts"]
+    tasks, notices = select_tasks(tmp_path / "kb", (1, 2), None)
+    assert len(tasks) == len(expected) == 26 and not notices
+    found = find_solutions(tmp_path / "solutions")
+    assert len(found.solutions) == 25 and not found.ignored  # L2_8 has none on purpose
+    assert sorted(expected.values()).count("correct") == 16
+    assert rejecting(check_solution(load_solution(found.solutions[("L1_11", 0)])))  # the static cheat
+    for (task, _), path in found.solutions.items():  # honest, wrong and crashing kernels pass the static rules
+        if expected[task] in ("correct", "incorrect", "runtime_error"):
+            assert not rejecting(check_solution(load_solution(path))), task
