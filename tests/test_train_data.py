@@ -105,3 +105,34 @@ def test_assistant_token_mask_covers_only_assistant_turns(tmp_path):
 
 def test_task_names_from_files():
     assert load_task(SWISH / "task.py").source
+
+
+def test_run_log_csv_png_and_resume(tmp_path):
+    import csv
+
+    from cuda_agent.train.metrics import RunLog
+
+    log = RunLog(tmp_path, tensorboard=False)
+    log.log(1, reward_mean=-1.0, pass_rate=0.0, loss=2.0)
+    log.log(2, reward_mean=0.5, pass_rate=0.5, loss=1.0, explained_variance=0.3)  # a new column appears
+    log.close()
+    rows = list(csv.DictReader(open(tmp_path / "metrics.csv")))
+    assert [r["step"] for r in rows] == ["1", "2"] and rows[0]["explained_variance"] == "" and rows[1]["loss"] == "1.0"
+    assert (tmp_path / "metrics.png").stat().st_size > 1000
+    again = RunLog(tmp_path, tensorboard=False)  # a resumed run keeps the history
+    again.log(3, reward_mean=1.0)
+    assert again.series("reward_mean") == ([1, 2, 3], [-1.0, 0.5, 1.0])
+
+
+def test_cli_data_conversion(tmp_path, capsys):
+    from cuda_agent.cli import main
+
+    assert main(["train", "data", "prompts", "--in", str(TASKS), "--out", str(tmp_path / "p.jsonl")]) == 0
+    assert len((tmp_path / "p.jsonl").read_text().splitlines()) == len(list(TASKS.glob("*.py")))
+    write_episodes([_episode(2.0), _episode(-1.0)], tmp_path / "t.jsonl")
+    assert main(["train", "data", "sft", "--in", str(tmp_path / "t.jsonl"), "--out", str(tmp_path / "s.jsonl")]) == 0
+    assert main(["train", "data", "value", "--in", str(tmp_path / "t.jsonl"), "--out", str(tmp_path / "v.jsonl")]) == 0
+    assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 1
+    assert len((tmp_path / "v.jsonl").read_text().splitlines()) == 2
+    assert main(["train", "single-turn", "--preset", "smoke", "--set", "optim.max_steps=7", "--print-config"]) == 0
+    assert '"max_steps": 7' in capsys.readouterr().out
