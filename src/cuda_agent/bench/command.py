@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from ..sandbox import SandboxConfig
     from . import baselines
+    from .policy import DEFAULT_SOLVER
     from .sources import BenchError, parse_ids
 
     cache_dir = SandboxConfig().cache_dir
@@ -101,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.out is None:
         raise BenchError("--out RUN_DIR is required")
     agent_argv = passthrough(args)
-    agent = args.agent_solver or ("cuda_agent.agent:run_episode" if args.agent else None)
+    agent = args.agent_solver or (DEFAULT_SOLVER if args.agent else None)
     if bool(agent) == bool(args.solutions):
         raise BenchError("give exactly one of --solutions DIR and --agent")
     if agent_argv and not agent:

@@ -9,7 +9,7 @@ A *solver* is a function ``solve(task, workdir, argv) -> episode``:
 * the episode: an object with ``solution`` and ``trajectory`` paths (``trajectory`` may be
   None), or a ``(solution, trajectory)`` pair, or a bare solution path.
 
-``--agent`` uses ``cuda_agent.agent:run_episode``; ``--agent-solver MODULE:FUNCTION`` names any
+``--agent`` uses ``cuda_agent.agent:solve``; ``--agent-solver MODULE:FUNCTION`` names any
 other. The module is imported only when a run starts, so bench works without the agent package.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 from ..tasks import Task
 from .sources import BenchError
 
-DEFAULT_SOLVER = "cuda_agent.agent:run_episode"
+DEFAULT_SOLVER = "cuda_agent.agent:solve"
 
 
 @dataclass
@@ -51,7 +51,7 @@ def load_solver(spec: str, argv: list[str]) -> Solver:
     func = getattr(module, func_name, None)
     if not callable(func):
         raise BenchError(f"--agent-solver {spec}: {module_name} has no function {func_name}"
-                         + (" (the agent package does not expose run_episode yet)" if spec == DEFAULT_SOLVER else ""))
+                         + (" (the agent package does not expose solve)" if spec == DEFAULT_SOLVER else ""))
 
     def solve(task: Task, workdir: Path) -> Episode:
         return as_episode(func(task, workdir, list(argv)))
