@@ -62,3 +62,19 @@ class LocalEvaluator:
         with tempfile.TemporaryDirectory(prefix="cuda_agent_sol_") as tmp:
             v = evaluate(task, write_solution(files, tmp), self.sandbox)
         return EvalResult(verdict=v, reward=reward(v, reward_kind), gpu=self.sandbox.device)
+
+
+def evaluator_for(url: str | None, sandbox: SandboxConfig | None = None) -> Evaluator:
+    """The service at ``url`` (with retries), or the in-process sandbox when ``url`` is empty."""
+    if url:
+        from .client import EvalClient
+
+        return EvalClient(url)
+    return LocalEvaluator(sandbox or SandboxConfig())
+
+
+def evaluator_from_env() -> Evaluator:
+    """``CUDA_AGENT_EVAL_URL`` -> the service; unset: the in-process sandbox (verl reward workers)."""
+    import os
+
+    return evaluator_for(os.environ.get("CUDA_AGENT_EVAL_URL"))

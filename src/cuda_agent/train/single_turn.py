@@ -28,14 +28,11 @@ class SandboxSettings:
     """In-process only: the GPU that times kernels."""
 
     def evaluator(self):
-        if self.eval_url:
-            from .client import EvalClient
-
-            return EvalClient(self.eval_url)
         from ..sandbox import SandboxConfig
-        from .evaluator import LocalEvaluator
+        from .evaluator import evaluator_for
 
-        return LocalEvaluator(SandboxConfig(precision=self.precision, rep_ms=self.rep_ms, device=self.device))
+        return evaluator_for(self.eval_url, SandboxConfig(precision=self.precision, rep_ms=self.rep_ms,
+                                                          device=self.device))
 
 
 class SingleTurnStage:

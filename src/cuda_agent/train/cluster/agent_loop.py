@@ -27,19 +27,10 @@ except ImportError:  # CI and laptops: no verl
 
 from ...tasks import Task
 from ..agent_env import AgentSession, SessionConfig
+from ..evaluator import evaluator_for
 from .episode import EpisodeLimits, run_episode
 
 AGENT_NAME = "cuda_agent"
-
-
-def _evaluator(eval_url: str | None):
-    if eval_url:
-        from ..client import EvalClient
-
-        return EvalClient(eval_url)
-    from ..evaluator import LocalEvaluator
-
-    return LocalEvaluator()
 
 
 @register(AGENT_NAME)
@@ -59,7 +50,7 @@ class CudaAgentLoop(AgentLoopBase):
         if tools:
             session.tools = tuple(tools)
         self.session_config = session
-        self.evaluator = _evaluator(eval_url)
+        self.evaluator = evaluator_for(eval_url)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> Any:
         info = kwargs.get("extra_info") or {}

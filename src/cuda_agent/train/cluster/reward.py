@@ -13,13 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from ...tasks import Task
+from ..evaluator import evaluator_from_env
 from ..solution_io import parse_completion
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any = None, extra_info: dict | None = None,
                   **kwargs) -> dict[str, Any]:
-    from ..agent_loop_evaluator import evaluator_from_env
-
     info = extra_info or {}
     task = Task(name=str(info.get("task_name") or "task"), source=info["task_source"])
     result = evaluator_from_env().evaluate(task, parse_completion(solution_str), info.get("reward_kind", "paper"))
