@@ -118,7 +118,11 @@ def test_run_log_csv_png_and_resume(tmp_path):
     log.close()
     rows = list(csv.DictReader(open(tmp_path / "metrics.csv")))
     assert [r["step"] for r in rows] == ["1", "2"] and rows[0]["explained_variance"] == "" and rows[1]["loss"] == "1.0"
-    assert (tmp_path / "metrics.png").stat().st_size > 1000
+    try:
+        import matplotlib  # noqa: F401
+        assert (tmp_path / "metrics.png").stat().st_size > 1000
+    except ImportError:
+        pass  # CSV and JSONL still work; the PNG needs matplotlib
     again = RunLog(tmp_path, tensorboard=False)  # a resumed run keeps the history
     again.log(3, reward_mean=1.0)
     assert again.series("reward_mean") == ([1, 2, 3], [-1.0, 0.5, 1.0])

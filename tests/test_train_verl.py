@@ -9,15 +9,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-import yaml
 
-from cuda_agent.cli import main
-from cuda_agent.tasks import load_task
-from cuda_agent.train.cluster import agent_loop
-from cuda_agent.train.cluster.schema import KNOWN_KEYS, flatten, load_config, validate
-from cuda_agent.train.solution_io import read_files, render_files
+yaml = pytest.importorskip("yaml")
 
-from .conftest import EXAMPLES, ROOT, SOLUTIONS
+from cuda_agent.cli import main  # noqa: E402
+from cuda_agent.tasks import load_task  # noqa: E402
+from cuda_agent.train.cluster import agent_loop  # noqa: E402
+from cuda_agent.train.cluster.schema import KNOWN_KEYS, flatten, load_config, validate  # noqa: E402
+from cuda_agent.train.solution_io import read_files, render_files  # noqa: E402
+
+from .conftest import EXAMPLES, ROOT, SOLUTIONS  # noqa: E402
 
 CONFIGS = ROOT / "configs" / "verl"
 SWISH = load_task(EXAMPLES / "swish" / "task.py", name="swish")
