@@ -17,7 +17,8 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..sandbox import SandboxConfig, Verdict, evaluate, reward
+from ..sandbox import SandboxConfig, Verdict, evaluate
+from ..sandbox.reward import reward  # the function (the package attribute can be the module)
 from ..tasks import Task
 from .solution_io import write_solution
 
