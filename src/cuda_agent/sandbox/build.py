@@ -36,6 +36,7 @@ from .logs import shorten_paths, trim_compiler_log, trim_traceback
 from .solution import FILE, KERNEL_DIR, REFERENCE, WORKSPACE, Solution
 
 BUILDER_VERSION = "1"
+MISSING_TOOL = "nvcc not found"
 LIB_NAME = "cuda_ext"
 NVCC_FLAGS = ("-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo", "-Xcompiler", "-fPIC")
 CXX_FLAGS = ("-O2", "-std=c++17", "-fPIC", "-DUSE_CUDA", f"-DTORCH_EXTENSION_NAME={LIB_NAME}")
@@ -149,10 +150,12 @@ def build(solution: Solution, config: SandboxConfig) -> BuildResult:
     else:
         raise ValueError(solution.kind)
     result.build_s = time.perf_counter() - t0
-    if result.ok:
+    # Compiler verdicts are deterministic for a given key, so failures are cached too; a timeout
+    # or a missing tool says nothing about the sources and is not.
+    if result.ok or (not result.timeout and not result.log.startswith(MISSING_TOOL)):
         out_dir.mkdir(parents=True, exist_ok=True)
-        tmp = manifest.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"ok": True, "library": result.library,
+        tmp = manifest.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"ok": result.ok, "library": result.library,
                                    "extensions_dir": result.extensions_dir, "log": result.log}))
         tmp.replace(manifest)
     return result
@@ -248,7 +251,7 @@ def _build_workspace(solution: Solution, config: SandboxConfig, out_dir: Path) -
     if not solution.cuda_sources() and not solution.binding_sources():
         return BuildResult(ok=True)  # pure-Python model_new.py: nothing to build
     if nvcc_path() is None and solution.cuda_sources():
-        return BuildResult(ok=False, log="nvcc not found: set CUDA_HOME or put nvcc on PATH")
+        return BuildResult(ok=False, log=f"{MISSING_TOOL}: set CUDA_HOME or put nvcc on PATH")
     deadline = time.monotonic() + config.build_timeout_s
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=out_dir.name + ".", dir=out_dir.parent))

@@ -11,7 +11,7 @@ import json
 import time
 
 from ...sandbox import NoGpuError, build, check_solution, evaluate, rejecting
-from ...sandbox.profile import profile
+from ...sandbox.profiling import profile
 from . import Tool, ToolResult, obj, truncate
 
 VERDICT_KEYS = ("verdict", "reasons", "flags", "rel_err", "max_abs_err", "tolerance", "num_trials", "ms", "eager_ms",
