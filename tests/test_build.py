@@ -96,10 +96,14 @@ def test_compile_error_is_returned_as_data_with_file_and_line(compile_error_buil
 
 
 @pytest.mark.nvcc
-def test_failed_build_is_not_cached(compile_error_build, config):
-    key = build_key(load_solution(SOLUTIONS / "compile_error"), config)
+def test_compile_error_is_cached_with_its_log(compile_error_build, config):
+    """A compiler verdict is deterministic for the same sources: the second build answers from the
+    cache, with the same error, and no library."""
     assert not compile_error_build.ok
-    assert not (config.cache_dir / "build" / key).exists(), "a failed build must leave no cache entry"
+    again = build(load_solution(SOLUTIONS / "compile_error"), config)
+    assert again.cached and not again.ok and again.library is None
+    assert again.log == compile_error_build.log and "kernels/ew.cu(" in again.log
+    assert again.build_s < 0.3
 
 
 @pytest.mark.nvcc
