@@ -36,7 +36,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=os.path.join(os.environ.get("OUT", "runs"), "train_smoke"))
     p.add_argument("--tasks", type=int, default=4, help="honest (task, solution) pairs to use (max 4)")
-    p.add_argument("--rft-steps", type=int, default=200)
+    p.add_argument("--rft-steps", type=int, default=400)
     p.add_argument("--rft-lr", type=float, default=2e-3)
     p.add_argument("--grpo-steps", type=int, default=2)
     p.add_argument("--grpo-lr", type=float, default=1e-6)
@@ -136,7 +136,8 @@ def main() -> int:
             cfg = RFTStage.Config(model=str(tiny), trajectories=str(out / "honest.jsonl"), min_reward=1.0,
                                   max_length=16384,
                                   optim=OptimConfig(lr=args.rft_lr, max_steps=args.rft_steps, per_device_batch=4,
-                                                    grad_accum=1, save_steps=10_000, warmup_steps=10),
+                                                    grad_accum=1, save_steps=10_000, warmup_steps=10,
+                                                    lr_scheduler="cosine", logging_steps=10),
                                   run=RunConfig(out=str(out / "rft")))
             rft_final = RFTStage(cfg).run()
             summary["rft_final_loss"] = _rows(out / "rft")[-1].get("loss")

@@ -29,6 +29,8 @@ class OptimConfig:
     """Micro-steps per optimizer step: global batch = per_device_batch * grad_accum * world size
     (paper: 1024)."""
     warmup_steps: int = 0
+    lr_scheduler: str = "constant_with_warmup"
+    """transformers scheduler name ('constant_with_warmup', 'linear', 'cosine'); verl's default is constant."""
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
     save_steps: int = 10
@@ -62,7 +64,7 @@ def training_arguments(optim: OptimConfig, run: RunConfig) -> dict[str, Any]:
     cuda = has_cuda()
     return dict(output_dir=run.out, learning_rate=optim.lr, max_steps=optim.max_steps,
                 per_device_train_batch_size=optim.per_device_batch, gradient_accumulation_steps=optim.grad_accum,
-                warmup_steps=optim.warmup_steps, weight_decay=optim.weight_decay, max_grad_norm=optim.max_grad_norm,
+                warmup_steps=optim.warmup_steps, lr_scheduler_type=optim.lr_scheduler, weight_decay=optim.weight_decay, max_grad_norm=optim.max_grad_norm,
                 save_strategy="steps", save_steps=optim.save_steps, save_total_limit=optim.save_total_limit,
                 logging_steps=optim.logging_steps, seed=optim.seed, bf16=bool(optim.bf16 and cuda),
                 use_cpu=not cuda, report_to=[], disable_tqdm=True, dataloader_num_workers=0,
