@@ -1,6 +1,6 @@
 """Training recipe smoke on one GPU (H200), <= 10 minutes, tiny local model, real sandbox.
 
-    PYTHONUNBUFFERED=1 python benchmarks/train_smoke.py --out $OUT/train_smoke
+    PYTHONUNBUFFERED=1 python benchmarks/train_smoke.py --out /tmp/train_smoke --report $OUT
 
 What it runs, in order (every sandbox call is real; only the model is a toy):
   1. the evaluation service on GPU 0 (in this process) and one honest kernel through it;
@@ -12,7 +12,8 @@ What it runs, in order (every sandbox call is real; only the model is a toy):
      after RFT on the cleaned honest trajectories (> 0 expected), and after 2 agentic GRPO
      steps with our tools (TRL environment, verify through the service: not lower expected);
   6. value pretraining on all recorded episodes, reporting explained variance.
-Writes summary.json, reward_curve.png and each stage's run directory (metrics.csv/png) under --out.
+Writes summary.json, reward_curve.png and each stage's run directory (metrics.csv/png) under --out;
+--report DIR gets a flat copy of the small files (summary.json, reward_curve.png, <stage>.csv).
 
 On one GPU the service times kernels on the GPU that also trains (no way around it here); on a
 cluster give it GPUs of its own (docs/train.md).
@@ -34,7 +35,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default=os.path.join(os.environ.get("OUT", "runs"), "train_smoke"))
+    p.add_argument("--out", default="/tmp/train_smoke", help="work directory (models, checkpoints, episodes)")
+    p.add_argument("--report", default=os.environ.get("OUT"), help="copy the small result files here (flat)")
     p.add_argument("--tasks", type=int, default=4, help="honest (task, solution) pairs to use (max 4)")
     p.add_argument("--rft-steps", type=int, default=400)
     p.add_argument("--rft-lr", type=float, default=2e-3)
@@ -188,6 +190,14 @@ def main() -> int:
     summary["wall_s"] = round(time.perf_counter() - t_all, 1)
     _plot(curve, out / "rft" / "metrics.csv", out / "reward_curve.png")
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    if args.report:
+        rep = Path(args.report)
+        rep.mkdir(parents=True, exist_ok=True)
+        for f in ("summary.json", "reward_curve.png"):
+            shutil.copy(out / f, rep / f)
+        for stage in ("single_turn", "rft", "agentic", "value"):
+            if (out / stage / "metrics.csv").exists():
+                shutil.copy(out / stage / "metrics.csv", rep / f"{stage}.csv")
     print(json.dumps({k: summary[k] for k in ("reward_curve", "learned", "grpo_kept_it", "value", "wall_s",
                                               "timings_s")}, indent=1, default=str))
     return 0
