@@ -27,6 +27,7 @@ import os
 import shutil
 import sys
 import time
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +44,7 @@ def main() -> int:
     p.add_argument("--grpo-steps", type=int, default=2)
     p.add_argument("--grpo-lr", type=float, default=1e-6)
     p.add_argument("--max-new-tokens", type=int, default=3072)
+    p.add_argument("--budget-s", type=float, default=540.0, help="skip stages that would start after this")
     args = p.parse_args()
 
     import torch
@@ -79,11 +81,16 @@ def main() -> int:
         class T:
             def __enter__(self):
                 self.t = time.perf_counter()
-                print(f"== {name}", flush=True)
+                print(f"== {name} (at {self.t - t_all:.0f} s)", flush=True)
 
-            def __exit__(self, *exc):
+            def __exit__(self, typ, value, tb):
                 summary["timings_s"][name] = round(time.perf_counter() - self.t, 1)
                 print(f"   {name}: {summary['timings_s'][name]} s", flush=True)
+                if typ is not None:  # record and go on: later stages that needed this one fail in turn
+                    text = "".join(traceback.format_exception(typ, value, tb))
+                    summary.setdefault("errors", {})[name] = text[-3000:]
+                    print(text, flush=True)
+                return typ is not None and issubclass(typ, Exception)
         return T()
 
     pairs = honest_pairs(ROOT)[: args.tasks]
@@ -96,6 +103,7 @@ def main() -> int:
     client = EvalClient(service.url, retries=3)
     try:
         with timed("1_service_honest_kernel"):
+            _budget(t_all, args.budget_s)
             reward = SandboxReward(SandboxReward.Config(), tasks, client)
             r = reward.evaluate_text(tasks[0].name, render_files(read_files(pairs[0][1])))
             summary["service_check"] = {"task": tasks[0].name, "verdict": r.verdict.verdict, "reward": r.reward,
@@ -103,12 +111,14 @@ def main() -> int:
             print("  ", summary["service_check"])
 
         with timed("2_record_honest_trajectories"):
+            _budget(t_all, args.budget_s)
             recs = record_episodes(pairs, out / "honest.jsonl", out / "episodes_honest",
                                    SessionConfig(max_turns=20))
             summary["honest_rewards"] = {rec["task"]["name"]: rec["reward"] for rec in recs}
             print("  ", summary["honest_rewards"])
 
         with timed("3_tiny_model"):
+            _budget(t_all, args.budget_s)
             episodes = list(read_episodes(out / "honest.jsonl"))
             corpus = [json.dumps(m) for e in episodes for m in e.messages]
             corpus += [json.dumps(e.tools) for e in episodes[:1]]
@@ -119,6 +129,7 @@ def main() -> int:
                                    intermediate_size=768, max_position_embeddings=32768))
 
         with timed("4_single_turn_grpo"):
+            _budget(t_all, args.budget_s)
             cfg = SingleTurnStage.Config(model=str(tiny), tasks=str(task_dir), num_generations=4,
                                          max_completion_length=256, sandbox=SandboxSettings(eval_url=service.url),
                                          optim=OptimConfig(lr=1e-5, max_steps=2, per_device_batch=4, grad_accum=1,
@@ -129,12 +140,14 @@ def main() -> int:
 
         curve = []
         with timed("5a_policy_before_rft"):
+            _budget(t_all, args.budget_s)
             before = evaluate_policy(tiny, tasks, out / "eval_before", max_turns=2, max_new_tokens=256,
                                      trajectories=out / "eval_before.jsonl")
             curve.append(("before RFT", before))
             print("   rewards:", before)
 
         with timed("5b_rft"):
+            _budget(t_all, args.budget_s)
             cfg = RFTStage.Config(model=str(tiny), trajectories=str(out / "honest.jsonl"), min_reward=1.0,
                                   max_length=16384,
                                   optim=OptimConfig(lr=args.rft_lr, max_steps=args.rft_steps, per_device_batch=4,
@@ -145,12 +158,14 @@ def main() -> int:
             summary["rft_final_loss"] = _rows(out / "rft")[-1].get("loss")
 
         with timed("5c_policy_after_rft"):
+            _budget(t_all, args.budget_s)
             after_rft = evaluate_policy(rft_final, tasks, out / "eval_rft", max_turns=10,
                                         max_new_tokens=args.max_new_tokens, trajectories=out / "eval_rft.jsonl")
             curve.append(("after RFT", after_rft))
             print("   rewards:", after_rft)
 
         with timed("5d_agentic_grpo"):
+            _budget(t_all, args.budget_s)
             cfg = AgenticStage.Config(model=str(rft_final), tasks=str(task_dir), num_generations=2,
                                       max_completion_length=12288, max_tool_calling_iterations=10, temperature=1.0,
                                       session=SessionConfig(max_turns=10), sandbox=SandboxSettings(eval_url=service.url),
@@ -161,12 +176,14 @@ def main() -> int:
             summary["agentic_metrics"] = _rows(out / "agentic")
 
         with timed("5e_policy_after_grpo"):
+            _budget(t_all, args.budget_s)
             after_grpo = evaluate_policy(grpo_final, tasks, out / "eval_grpo", max_turns=10,
                                          max_new_tokens=args.max_new_tokens, trajectories=out / "eval_grpo.jsonl")
             curve.append((f"after {args.grpo_steps} GRPO steps", after_grpo))
             print("   rewards:", after_grpo)
 
         with timed("6_value_pretraining"):
+            _budget(t_all, args.budget_s)
             mixed = out / "value_data.jsonl"
             mixed.write_text("".join((out / f).read_text() for f in
                                      ("honest.jsonl", "eval_before.jsonl", "eval_rft.jsonl", "eval_grpo.jsonl")
@@ -185,22 +202,31 @@ def main() -> int:
 
     summary["reward_curve"] = [{"point": name, "rewards": rs, "mean": sum(rs) / len(rs)} for name, rs in curve]
     summary["tasks"] = [t.name for t in tasks]
-    summary["learned"] = curve[1][1] and sum(curve[1][1]) / len(curve[1][1]) > 0
-    summary["grpo_kept_it"] = sum(curve[2][1]) >= sum(curve[1][1]) - 1e-9
+    means = [sum(rs) / len(rs) for _, rs in curve]
+    summary["learned"] = len(means) >= 2 and means[0] < 0 < means[1]
+    summary["grpo_kept_it"] = len(means) >= 3 and means[2] >= means[1] - 1e-9
     summary["wall_s"] = round(time.perf_counter() - t_all, 1)
-    _plot(curve, out / "rft" / "metrics.csv", out / "reward_curve.png")
+    if curve and (out / "rft" / "metrics.csv").exists():
+        _plot(curve, out / "rft" / "metrics.csv", out / "reward_curve.png")
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     if args.report:
         rep = Path(args.report)
         rep.mkdir(parents=True, exist_ok=True)
         for f in ("summary.json", "reward_curve.png"):
-            shutil.copy(out / f, rep / f)
+            if (out / f).exists():
+                shutil.copy(out / f, rep / f)
         for stage in ("single_turn", "rft", "agentic", "value"):
             if (out / stage / "metrics.csv").exists():
                 shutil.copy(out / stage / "metrics.csv", rep / f"{stage}.csv")
-    print(json.dumps({k: summary[k] for k in ("reward_curve", "learned", "grpo_kept_it", "value", "wall_s",
-                                              "timings_s")}, indent=1, default=str))
-    return 0
+    print(json.dumps({k: summary.get(k) for k in ("reward_curve", "learned", "grpo_kept_it", "value", "wall_s",
+                                                  "timings_s")}, indent=1, default=str))
+    print("errors in:", sorted(summary.get("errors", {})) or "none")
+    return 1 if summary.get("errors") else 0
+
+
+def _budget(t_all: float, budget_s: float) -> None:
+    if time.perf_counter() - t_all > budget_s:
+        raise TimeoutError(f"skipped: past the {budget_s:.0f} s budget")
 
 
 def _rows(run_dir: Path) -> list[dict]:
