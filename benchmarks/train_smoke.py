@@ -45,11 +45,15 @@ def main() -> int:
     p.add_argument("--grpo-lr", type=float, default=1e-6)
     p.add_argument("--max-new-tokens", type=int, default=3072)
     p.add_argument("--budget-s", type=float, default=540.0, help="skip stages that would start after this")
+    p.add_argument("--min-reward", type=float, default=1.0, help="RFT keeps episodes with at least this reward")
+    p.add_argument("--small", action="store_true", help="a smaller tiny model and shorter generations")
+    p.add_argument("--allow-cpu", action="store_true",
+                   help="plumbing check without a GPU (verify says no GPU: use --min-reward -1 --small)")
     args = p.parse_args()
 
     import torch
 
-    if not torch.cuda.is_available():
+    if not torch.cuda.is_available() and not args.allow_cpu:
         print("train_smoke: needs a CUDA GPU", file=sys.stderr)
         return 3
     from cuda_agent.sandbox import SandboxConfig
@@ -124,14 +128,15 @@ def main() -> int:
             corpus += [json.dumps(e.tools) for e in episodes[:1]]
             corpus += [m["content"] for t in tasks for m in initial_messages(t, SessionConfig()) + single_turn_prompt(t)]
             corpus += [text for _, s in pairs for text in read_files(s).values()]
-            tiny = make_tiny_model(out / "tiny", corpus, TinyModelConfig(vocab_size=4096, hidden_size=256,
-                                   num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-                                   intermediate_size=768, max_position_embeddings=32768))
+            size = dict(hidden_size=64, num_hidden_layers=2, intermediate_size=128) if args.small else \
+                dict(hidden_size=256, num_hidden_layers=4, intermediate_size=768)
+            tiny = make_tiny_model(out / "tiny", corpus, TinyModelConfig(vocab_size=4096, num_attention_heads=4,
+                                   num_key_value_heads=2, max_position_embeddings=32768, **size))
 
         with timed("4_single_turn_grpo"):
             _budget(t_all, args.budget_s)
             cfg = SingleTurnStage.Config(model=str(tiny), tasks=str(task_dir), num_generations=4,
-                                         max_completion_length=256, sandbox=SandboxSettings(eval_url=service.url),
+                                         max_completion_length=32 if args.small else 256, sandbox=SandboxSettings(eval_url=service.url),
                                          optim=OptimConfig(lr=1e-5, max_steps=2, per_device_batch=4, grad_accum=1,
                                                            save_steps=1),
                                          run=RunConfig(out=str(out / "single_turn")))
@@ -141,21 +146,23 @@ def main() -> int:
         curve = []
         with timed("5a_policy_before_rft"):
             _budget(t_all, args.budget_s)
-            before = evaluate_policy(tiny, tasks, out / "eval_before", max_turns=2, max_new_tokens=256,
+            before = evaluate_policy(tiny, tasks, out / "eval_before", max_turns=2,
+                                     max_new_tokens=16 if args.small else 256,
                                      trajectories=out / "eval_before.jsonl")
             curve.append(("before RFT", before))
             print("   rewards:", before)
 
         with timed("5b_rft"):
             _budget(t_all, args.budget_s)
-            cfg = RFTStage.Config(model=str(tiny), trajectories=str(out / "honest.jsonl"), min_reward=1.0,
+            cfg = RFTStage.Config(model=str(tiny), trajectories=str(out / "honest.jsonl"), min_reward=args.min_reward,
                                   max_length=16384,
                                   optim=OptimConfig(lr=args.rft_lr, max_steps=args.rft_steps, per_device_batch=4,
                                                     grad_accum=1, save_steps=10_000, warmup_steps=10,
-                                                    lr_scheduler="cosine", logging_steps=10),
+                                                    lr_scheduler="cosine",
+                                                    logging_steps=max(1, min(10, args.rft_steps // 10))),
                                   run=RunConfig(out=str(out / "rft")))
             rft_final = RFTStage(cfg).run()
-            summary["rft_final_loss"] = _rows(out / "rft")[-1].get("loss")
+            summary["rft_loss"] = [r.get("loss") for r in _rows(out / "rft")][-3:]
 
         with timed("5c_policy_after_rft"):
             _budget(t_all, args.budget_s)
@@ -167,7 +174,8 @@ def main() -> int:
         with timed("5d_agentic_grpo"):
             _budget(t_all, args.budget_s)
             cfg = AgenticStage.Config(model=str(rft_final), tasks=str(task_dir), num_generations=2,
-                                      max_completion_length=12288, max_tool_calling_iterations=10, temperature=1.0,
+                                      max_completion_length=64 if args.small else 12288,
+                                      max_tool_calling_iterations=2 if args.small else 10, temperature=1.0,
                                       session=SessionConfig(max_turns=10), sandbox=SandboxSettings(eval_url=service.url),
                                       optim=OptimConfig(lr=args.grpo_lr, max_steps=args.grpo_steps, per_device_batch=2,
                                                         grad_accum=1, save_steps=10_000),
@@ -189,7 +197,8 @@ def main() -> int:
                                      ("honest.jsonl", "eval_before.jsonl", "eval_rft.jsonl", "eval_grpo.jsonl")
                                      if (out / f).exists()))
             cfg = ValueStage.Config(model=str(rft_final), trajectories=str(mixed), max_length=16384,
-                                    optim=OptimConfig(lr=1e-4, max_steps=40, per_device_batch=4, grad_accum=1,
+                                    optim=OptimConfig(lr=1e-4, max_steps=4 if args.small else 40, per_device_batch=4,
+                                                      grad_accum=1,
                                                       save_steps=10_000),
                                     run=RunConfig(out=str(out / "value")))
             ValueStage(cfg).run()
@@ -206,8 +215,8 @@ def main() -> int:
     summary["learned"] = len(means) >= 2 and means[0] < 0 < means[1]
     summary["grpo_kept_it"] = len(means) >= 3 and means[2] >= means[1] - 1e-9
     summary["wall_s"] = round(time.perf_counter() - t_all, 1)
-    if curve and (out / "rft" / "metrics.csv").exists():
-        _plot(curve, out / "rft" / "metrics.csv", out / "reward_curve.png")
+    if curve:
+        _plot(curve, _rows(out / "rft"), out / "reward_curve.png")
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     if args.report:
         rep = Path(args.report)
@@ -232,13 +241,13 @@ def _budget(t_all: float, budget_s: float) -> None:
 def _rows(run_dir: Path) -> list[dict]:
     import csv
 
+    if not (run_dir / "metrics.csv").exists():
+        return []
     with open(run_dir / "metrics.csv") as f:
         return list(csv.DictReader(f))
 
 
-def _plot(curve, rft_csv: Path, path: Path) -> None:
-    import csv
-
+def _plot(curve, rft_rows: list[dict], path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -253,8 +262,7 @@ def _plot(curve, rft_csv: Path, path: Path) -> None:
     a1.set_ylabel("sandbox reward (paper: -1, 1, 2, 3)")
     a1.set_title("tiny model as a CUDA agent")
     a1.legend()
-    with open(rft_csv) as f:
-        rows = [r for r in csv.DictReader(f) if r.get("loss")]
+    rows = [r for r in rft_rows if r.get("loss")]
     a2.plot([int(r["step"]) for r in rows], [float(r["loss"]) for r in rows])
     a2.set_yscale("log")
     a2.set_xlabel("RFT step")
