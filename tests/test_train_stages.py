@@ -86,6 +86,12 @@ def test_rft_masks_tool_output_and_trains(workdir):
     target = tok.decode([t for t, label in zip(ex["input_ids"], ex["labels"]) if label != -100])
     assert "write_file" in target and "submit" in target
     assert "<tool_response>" not in target and "build ok" not in target and "cannot verify" not in target
+    # training sees exactly what inference renders: no arguments or schema keys unified across rows as null
+    from cuda_agent.train.trajectories import read_episodes
+
+    ep = next(iter(read_episodes(workdir / "agent.jsonl")))
+    rendered = tok.apply_chat_template(ep.messages, tools=ep.tools, tokenize=False)
+    assert tok.decode(ex["input_ids"]) == rendered and ": null" not in rendered
     final = stage.run()
     rows = _rows(workdir / "rft")
     assert len(rows) == 2 and float(rows[0]["loss"]) > 0 and (final / "tokenizer.json").is_file()

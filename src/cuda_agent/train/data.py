@@ -87,3 +87,22 @@ def assistant_token_mask(tokenizer, messages: list[dict[str, Any]], tools: list[
     if max_length is not None:
         full, mask = full[:max_length], mask[:max_length]
     return full, mask
+
+
+def conversation_dataset(rows: list[dict[str, Any]]):
+    """A ``datasets.Dataset`` of conversational rows that keeps every message and tool schema as
+    written. Arrow would otherwise unify the nested dicts across rows (tool-call arguments of
+    different tools, tool schemas with different properties) and fill the gaps with ``None``,
+    so training would render ``"path": null`` into calls and schemas that inference never shows.
+    Messages and tools are stored with the ``Json`` feature (datasets >= 4.8), as TRL's docs advise."""
+    from datasets import Dataset, Features, List, Value
+
+    try:
+        from datasets import Json
+    except ImportError:
+        raise ImportError("tool-calling SFT data needs datasets >= 4.8 (the Json feature)") from None
+    features = {"messages": List(Json()), "tools": List(Json())}
+    for key in rows[0] if rows else []:
+        if key not in features:
+            features[key] = Value("float64") if isinstance(rows[0][key], float) else Json()
+    return Dataset.from_list(rows, features=Features(features))

@@ -52,10 +52,10 @@ class RFTStage:
 
     def build_trainer(self, log):
         """The configured ``SFTTrainer`` (its ``train_dataset`` holds ``assistant_masks``)."""
-        from datasets import Dataset
         from transformers import AutoTokenizer
         from trl import SFTConfig, SFTTrainer
 
+        from .data import conversation_dataset
         from .metrics import trainer_callback
 
         cfg = self.config
@@ -65,7 +65,7 @@ class RFTStage:
         tokenizer = AutoTokenizer.from_pretrained(cfg.model)
         args = SFTConfig(**training_arguments(cfg.optim, cfg.run), assistant_only_loss=True,
                          max_length=cfg.max_length, packing=False)
-        return SFTTrainer(model=cfg.model, args=args, train_dataset=Dataset.from_list(rows),
+        return SFTTrainer(model=cfg.model, args=args, train_dataset=conversation_dataset(rows),
                           processing_class=tokenizer, callbacks=[trainer_callback(log, {"rft_episodes": len(rows)})])
 
     def run(self) -> Path:
