@@ -31,6 +31,9 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+MAX_TURNS = 10
+"""One turn budget for recording, evaluation and agentic rollouts: the agent's task prompt states
+it, and the tiny model reproduces what it memorized only from the very prompt it saw."""
 sys.path.insert(0, str(ROOT / "src"))
 
 
@@ -117,7 +120,7 @@ def main() -> int:
         with timed("2_record_honest_trajectories"):
             _budget(t_all, args.budget_s)
             recs = record_episodes(pairs, out / "honest.jsonl", out / "episodes_honest",
-                                   SessionConfig(max_turns=20))
+                                   SessionConfig(max_turns=MAX_TURNS))
             summary["honest_rewards"] = {rec["task"]["name"]: rec["reward"] for rec in recs}
             print("  ", summary["honest_rewards"])
 
@@ -166,7 +169,7 @@ def main() -> int:
 
         with timed("5c_policy_after_rft"):
             _budget(t_all, args.budget_s)
-            after_rft = evaluate_policy(rft_final, tasks, out / "eval_rft", max_turns=10,
+            after_rft = evaluate_policy(rft_final, tasks, out / "eval_rft", max_turns=MAX_TURNS,
                                         max_new_tokens=args.max_new_tokens, trajectories=out / "eval_rft.jsonl")
             curve.append(("after RFT", after_rft))
             print("   rewards:", after_rft)
@@ -176,7 +179,7 @@ def main() -> int:
             cfg = AgenticStage.Config(model=str(rft_final), tasks=str(task_dir), num_generations=2,
                                       max_completion_length=64 if args.small else 12288,
                                       max_tool_calling_iterations=2 if args.small else 10, temperature=1.0,
-                                      session=SessionConfig(max_turns=10), sandbox=SandboxSettings(eval_url=service.url),
+                                      session=SessionConfig(max_turns=MAX_TURNS), sandbox=SandboxSettings(eval_url=service.url),
                                       optim=OptimConfig(lr=args.grpo_lr, max_steps=args.grpo_steps, per_device_batch=2,
                                                         grad_accum=1, save_steps=10_000),
                                       run=RunConfig(out=str(out / "agentic")))
@@ -185,7 +188,7 @@ def main() -> int:
 
         with timed("5e_policy_after_grpo"):
             _budget(t_all, args.budget_s)
-            after_grpo = evaluate_policy(grpo_final, tasks, out / "eval_grpo", max_turns=10,
+            after_grpo = evaluate_policy(grpo_final, tasks, out / "eval_grpo", max_turns=MAX_TURNS,
                                          max_new_tokens=args.max_new_tokens, trajectories=out / "eval_grpo.jsonl")
             curve.append((f"after {args.grpo_steps} GRPO steps", after_grpo))
             print("   rewards:", after_grpo)

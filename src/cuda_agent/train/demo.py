@@ -7,7 +7,11 @@ the sandbox run for real), appending agent-format trajectories. :func:`evaluate_
 model with the agent's local transformers backend on tasks and returns each episode's reward.
 
 On a host without a GPU the replayed ``verify`` cannot run, so recorded rewards are -1 there;
-on a GPU host they are the sandbox's real verdicts.
+on a GPU host they are the sandbox's real verdicts. Record and evaluate with the same turn
+budget: the agent's task prompt states it, and a model that memorized its trajectories only
+reproduces them from the very prompt it was trained on (checked on CPU: after 200 RFT steps a
+128-wide 2-layer model rewrites the honest swish files byte for byte, and the build hits the
+cache).
 """
 
 from __future__ import annotations
