@@ -160,7 +160,7 @@ def main() -> int:
             cfg = RFTStage.Config(model=str(tiny), trajectories=str(out / "honest.jsonl"), min_reward=args.min_reward,
                                   max_length=16384,
                                   optim=OptimConfig(lr=args.rft_lr, max_steps=args.rft_steps, per_device_batch=4,
-                                                    grad_accum=1, save_steps=10_000, warmup_steps=10,
+                                                    grad_accum=1, save_steps=10_000, warmup_steps=10, bf16=False,
                                                     lr_scheduler="cosine",
                                                     logging_steps=max(1, min(10, args.rft_steps // 10))),
                                   run=RunConfig(out=str(out / "rft")))
@@ -181,7 +181,7 @@ def main() -> int:
                                       max_tool_calling_iterations=2 if args.small else 10, temperature=1.0,
                                       session=SessionConfig(max_turns=MAX_TURNS), sandbox=SandboxSettings(eval_url=service.url),
                                       optim=OptimConfig(lr=args.grpo_lr, max_steps=args.grpo_steps, per_device_batch=2,
-                                                        grad_accum=1, save_steps=10_000),
+                                                        grad_accum=1, save_steps=10_000, bf16=False),
                                       run=RunConfig(out=str(out / "agentic")))
             grpo_final = AgenticStage(cfg).run()
             summary["agentic_metrics"] = _rows(out / "agentic")
