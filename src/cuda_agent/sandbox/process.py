@@ -54,7 +54,6 @@ class WorkerProcess:
                                      stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True)
         child.close()
         self.conn = Connection(parent.detach())
-        self.started = time.perf_counter()
 
     def request(self, msg: dict, timeout: float) -> dict:
         """Send one request and wait for its reply. Raises WorkerTimeout / WorkerDied / WorkerError."""
