@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# What still has to run on the H200, in stages that each fit one device call (<= ~9.5 min).
+# Usage (from the device tool, repo root):  bash benchmarks/device_verify.sh STAGE
+#   tests    - pytest -m gpu: sandbox (honest, failures, every cheat, static-off), agent, synth GPU
+#   figures  - sandbox repeatability / calibration / hardening cost; agent loop overhead
+#   synth    - the synth GPU pass on 200 tasks
+#   bench    - 26-problem --solutions run, kill + resume, report, throughput (long: may need two calls)
+#   train    - train smoke (needs the wheels in .whl/, see docs/train.md: carry ".whl")
+# Every stage writes its logs under $OUT (the device tool brings them back) as it goes.
+set -u
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 CUDA_AGENT_CACHE=/tmp/ca_cache CUDA_AGENT_TEST_CACHE=/tmp/ca_cache
+python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | grep -v WARNING
+stage=${1:-tests}
+case "$stage" in
+  tests)
+    timeout 540 python3 -m pytest -m gpu tests/gpu tests/test_synth_gpu.py -n 8 -v -p no:cacheprovider \
+      -p no:benchmark > "$OUT/gpu_tests.log" 2>&1
+    grep -E "(PASSED|FAILED|ERROR) |passed|failed" "$OUT/gpu_tests.log" | sed 's/.*\] //' | tail -60 ;;
+  figures)
+    timeout 330 python3 benchmarks/sandbox_speed.py --skip-load-inline \
+      --parts baselines,repeat,calibrate,hardening --out "$OUT/sandbox_speed.json" 2>&1 | tee "$OUT/sandbox_speed.log" | tail -8
+    timeout 200 python3 benchmarks/agent_overhead.py --out "$OUT/agent_overhead.json" 2>&1 | tee "$OUT/agent_overhead.log" | tail -12 ;;
+  synth)
+    PYTHONPATH=src timeout 560 python3 benchmarks/synth_gpu.py --count 200 --work /tmp/synth_gpu --time-budget 500 \
+      2>&1 | tee "$OUT/synth_gpu.log" | tail -20 ;;
+  bench)
+    python3 benchmarks/make_bench_problems.py --out /tmp/bench_problems > "$OUT/bench_make.log" 2>&1
+    timeout 420 cuda-agent bench --kernelbench /tmp/bench_problems/kb --levels 1,2 \
+      --solutions /tmp/bench_problems/solutions --out /tmp/bench_run --per-gpu 2 --no-progress > "$OUT/bench_run.log" 2>&1
+    python3 benchmarks/make_bench_problems.py --check /tmp/bench_run --expected /tmp/bench_problems/expected.json \
+      2>&1 | tee "$OUT/bench_check.log" | tail -5
+    cuda-agent report /tmp/bench_run > "$OUT/report_cmd.log" 2>&1 && cp /tmp/bench_run/report/report.md "$OUT/" \
+      && cp /tmp/bench_run/report/report.html "$OUT/"
+    tail -5 "$OUT/bench_run.log" ;;
+  train)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+      && export PYTHONPATH=/tmp/site:$PWD/src || exit 1
+    timeout 570 python3 benchmarks/train_smoke.py --out /tmp/train_smoke --report "$OUT" 2>&1 | tee "$OUT/train_smoke.log" | tail -20 ;;
+  *) echo "unknown stage $stage" >&2; exit 2 ;;
+esac
