@@ -357,3 +357,30 @@ def test_honest_solution_without_a_gpu_raises_no_gpu_error(tmp_path):
     with pytest.raises(NoGpuError, match="no CUDA GPU"):
         evaluate(load_task(EXAMPLES / "swish" / "task.py", validate=False),
                  load_solution(EXAMPLES / "swish" / "solution"), SandboxConfig(cache_dir=tmp_path))
+
+
+def test_host_round_trip_in_forward_is_rejected():
+    src = (
+        "import torch\nimport torch.nn as nn\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        y = x.cpu().numpy()\n"
+        "        return torch.from_numpy(y).cuda()\n"
+    )
+    findings = rejecting(check_python(src, "model_new.py"))
+    assert any(f.rule == "torch_compute" and ".cpu()" in f.message for f in findings)
+    assert any(".numpy()" in f.message for f in findings)
+
+
+def test_device_copy_is_seen_by_the_dispatch_guard():
+    import torch
+
+    from cuda_agent.sandbox.guards import TorchOpGuard
+
+    x = torch.ones(4)
+    with TorchOpGuard() as g:
+        x.to("meta")
+    assert any("between devices" in v for v in g.violations), g.violations
+    with TorchOpGuard() as g2:
+        x.to(torch.float32).contiguous().view(2, 2)
+    assert not g2.violations, g2.violations

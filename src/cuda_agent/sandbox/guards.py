@@ -52,6 +52,8 @@ class TorchOpGuard(TorchDispatchMode):
         elif ns == "aten" and base in ALLOWED_ATEN:
             if base in DTYPE_PRESERVING and _changes_dtype(base, args, kwargs):
                 self._record(f"{func} (dtype conversion)")
+            if base in DTYPE_PRESERVING and _changes_device(base, args, kwargs):
+                self._record(f"{func} (copy between devices: compute stays on the GPU)")
         else:
             self._record(str(func))
         return func(*args, **kwargs)
@@ -67,6 +69,15 @@ def _changes_dtype(base: str, args, kwargs) -> bool:
     if base == "_to_copy" and args and isinstance(args[0], torch.Tensor):
         dtype = kwargs.get("dtype")
         return dtype is not None and dtype != args[0].dtype
+    return False
+
+
+def _changes_device(base: str, args, kwargs) -> bool:
+    if base == "copy_" and len(args) >= 2 and isinstance(args[0], torch.Tensor) and isinstance(args[1], torch.Tensor):
+        return args[0].device != args[1].device
+    if base == "_to_copy" and args and isinstance(args[0], torch.Tensor):
+        device = kwargs.get("device")
+        return device is not None and torch.device(device) != args[0].device
     return False
 
 

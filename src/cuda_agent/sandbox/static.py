@@ -65,8 +65,11 @@ size stride dim ndimension numel nelement contiguous view view_as reshape reshap
 unflatten permute transpose t unsqueeze squeeze expand expand_as narrow select split chunk
 unbind movedim moveaxis swapaxes swapdims as_strided data_ptr is_contiguous element_size
 new_empty new_zeros new_ones new_full new_empty_strided to cuda detach clone zero_ fill_
-copy_ storage_offset get_device is_cuda tolist
+copy_ storage_offset get_device is_cuda
 """.split())
+
+# Moving tensors to the host inside forward: computing there is a fallback too.
+HOST_METHODS = frozenset({"cpu", "numpy"})
 
 # Method names that Python containers or strings share with Tensor: a call on them proves nothing.
 AMBIGUOUS_METHODS = frozenset("""
@@ -412,6 +415,9 @@ class _PyChecker(ast.NodeVisitor):
             return
         if attr in tensor_compute_methods():
             self._report_compute(node, f"calls the tensor method .{attr}()")
+        elif attr in HOST_METHODS:
+            self.add(node, "torch_compute", f"calls .{attr}() in {self.func_stack[-1][0] if self.func_stack else '<module>'}(): "
+                                            "moving data to the host to compute there is not a CUDA solution")
         if self.forward_args and attr.endswith("_") and not attr.endswith("__") and \
                 isinstance(base, ast.Name) and base.id in self.forward_args[-1] and attr not in ("data_ptr",):
             self.add(node, "input_mutation", f"calls {base.id}.{attr}(): mutates an input in place")
