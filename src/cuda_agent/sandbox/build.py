@@ -35,7 +35,7 @@ from .gpu import gpu_info
 from .logs import shorten_paths, trim_compiler_log, trim_traceback
 from .solution import FILE, KERNEL_DIR, REFERENCE, WORKSPACE, Solution
 
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"
 MISSING_TOOL = "nvcc not found"
 LIB_NAME = "cuda_ext"
 NVCC_FLAGS = ("-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo", "-Xcompiler", "-fPIC")
@@ -51,6 +51,8 @@ class BuildResult:
     """Path of the built shared library (workspace), or None."""
     extensions_dir: str | None = None
     """TORCH_EXTENSIONS_DIR holding load_inline builds (file solutions)."""
+    python_module: bool = False
+    """The library defines PYBIND11_MODULE: import it as a module (else torch.ops.load_library)."""
     timeout: bool = False
     log: str = ""
 
@@ -155,7 +157,7 @@ def build(solution: Solution, config: SandboxConfig) -> BuildResult:
     if result.ok or (not result.timeout and not result.log.startswith(MISSING_TOOL)):
         out_dir.mkdir(parents=True, exist_ok=True)
         tmp = manifest.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"ok": result.ok, "library": result.library,
+        tmp.write_text(json.dumps({"ok": result.ok, "library": result.library, "python_module": result.python_module,
                                    "extensions_dir": result.extensions_dir, "log": result.log}))
         tmp.replace(manifest)
     return result
@@ -274,7 +276,9 @@ def _build_workspace(solution: Solution, config: SandboxConfig, out_dir: Path) -
         work.rename(out_dir)
     except OSError:  # a concurrent build of the same sources won the race
         shutil.rmtree(work, ignore_errors=True)
-    return BuildResult(ok=True, library=str(out_dir / f"{LIB_NAME}.so"), log=trim_compiler_log(log) if log else "")
+    pybind = any("PYBIND11_MODULE" in p.read_text(errors="replace") for p in solution.binding_sources())
+    return BuildResult(ok=True, library=str(out_dir / f"{LIB_NAME}.so"), python_module=pybind,
+                       log=trim_compiler_log(log) if log else "")
 
 
 # ----------------------------------------------------------------------------- single file

@@ -96,13 +96,10 @@ class _Evaluation:
             return
         module = validate_task(self.task)
         init_inputs = list(module.get_init_inputs())
-        env = dict(os.environ)
-        env["CUDA_VISIBLE_DEVICES"] = _visible(cfg.device)
+        env = worker_env(cfg)
         try:
             self.ref_env = env
-            self.ref_setup = {"op": "setup", "role": "reference", "precision": cfg.precision, "seed": self.seed,
-                              "task_source": self.task.source, "task_origin": self.task.origin,
-                              "init_inputs": init_inputs}
+            self.ref_setup = reference_setup(self.task, cfg, self.seed, init_inputs)
             self.ref = WorkerProcess(env=env, label="reference")
             self.ref.send(self.ref_setup)
             built = self._build()
@@ -113,16 +110,10 @@ class _Evaluation:
                 return
             v.gpu, v.torch_version = ref_info["gpu"], ref_info["torch"]
             v.precision["baseline"] = ref_info["precision"]
-            cand_env = dict(env)
-            if built.extensions_dir:
-                cand_env.update(inline_env(built.extensions_dir, resolve_arch(cfg)))
-                cand_env["CUDA_VISIBLE_DEVICES"] = env["CUDA_VISIBLE_DEVICES"]
-            self.cand = WorkerProcess(env=cand_env, cwd=str(self.solution.root), label="candidate")
-            cand_info = self._cand_step(lambda: self.cand.request(
-                {"op": "setup", "role": "candidate", "precision": cfg.precision, "seed": self.seed,
-                 "strict": cfg.strict, "calibrate": cfg.calibrate, "solution": self._solution_msg(built),
-                 "task_source": self.task.source, "task_origin": self.task.origin,
-                 "init_inputs": init_inputs, "state_dict": ref_info["state_dict"]}, cfg.run_timeout_s))
+            self.cand = WorkerProcess(env=worker_env(cfg, built), cwd=str(self.solution.root), label="candidate")
+            cand_info = self._cand_step(lambda: self.cand.request(candidate_setup(
+                self.task, self.solution, built, cfg, self.seed, init_inputs, ref_info["state_dict"]),
+                cfg.run_timeout_s))
             if cand_info is None:
                 return
             v.precision["candidate"] = cand_info["precision"]
@@ -234,11 +225,6 @@ class _Evaluation:
             self.v.log = built.log
             return None
         return built
-
-    def _solution_msg(self, built: BuildResult) -> dict:
-        s = self.solution
-        return {"kind": s.kind, "root": str(s.root), "model_file": str(s.model_file),
-                "library": built.library, "python_module": bool(built.library) and _is_pybind(s)}
 
     def _ref_step(self, call):
         try:
@@ -480,8 +466,29 @@ def _allowed_kernel(name: str, own: set[str]) -> bool:
     return bool(LIBRARY_KERNELS.search(name))
 
 
-def _is_pybind(solution: Solution) -> bool:
-    return any("PYBIND11_MODULE" in p.read_text(errors="replace") for p in solution.binding_sources())
+def worker_env(config: SandboxConfig, built: BuildResult | None = None) -> dict[str, str]:
+    """The environment of a worker: only the configured GPU visible; for a load_inline solution,
+    the extensions directory its build filled."""
+    env = dict(os.environ)
+    if built is not None and built.extensions_dir:
+        env.update(inline_env(built.extensions_dir, resolve_arch(config)))
+    env["CUDA_VISIBLE_DEVICES"] = _visible(config.device)
+    return env
+
+
+def reference_setup(task: Task, config: SandboxConfig, seed: int, init_inputs: list) -> dict:
+    return {"op": "setup", "role": "reference", "precision": config.precision, "seed": seed,
+            "task_source": task.source, "task_origin": task.origin, "init_inputs": init_inputs}
+
+
+def candidate_setup(task: Task, solution: Solution, built: BuildResult, config: SandboxConfig, seed: int,
+                    init_inputs: list, state_dict: dict) -> dict:
+    return {"op": "setup", "role": "candidate", "precision": config.precision, "seed": seed,
+            "strict": config.strict, "calibrate": config.calibrate,
+            "task_source": task.source, "task_origin": task.origin,
+            "init_inputs": init_inputs, "state_dict": state_dict,
+            "solution": {"kind": solution.kind, "root": str(solution.root), "model_file": str(solution.model_file),
+                         "library": built.library, "python_module": built.python_module}}
 
 
 def _visible(device: int) -> str:

@@ -9,18 +9,18 @@ verdict. Failures are returned as ``ProfileReport.error`` text.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
-import os
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..tasks import Task, validate_task
 from . import inputs as trial_inputs
-from .build import build, inline_env, resolve_arch
+from .build import build
 from .config import SandboxConfig
+from .evaluator import candidate_setup, reference_setup, worker_env
 from .gpu import gpu_lock, no_gpu_reason
 from .process import WorkerDied, WorkerError, WorkerProcess, WorkerTimeout
 from .solution import Solution
@@ -85,7 +85,7 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
     if not built.ok:
         report.error = "build failed:\n" + built.log
         return report
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(config.device))
+    env = worker_env(config)
     seed = config.seed if config.seed is not None else 0
     rotation = [trial_inputs.draw(module, seed + i) for i in range(2)]
     timing = {"inputs": rotation, "warmup_ms": 5.0, "rep_ms": 10.0, "min_iters": 1, "max_iters": 20}
@@ -93,20 +93,10 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
     try:
         ref = WorkerProcess(env=env, label="reference")
         workers.append(ref)
-        setup = ref.request({"op": "setup", "role": "reference", "precision": config.precision, "seed": seed,
-                             "task_source": task.source, "task_origin": task.origin, "init_inputs": init_inputs},
-                            config.baseline_timeout_s)
-        cand_env = dict(env)
-        if built.extensions_dir:
-            cand_env.update(inline_env(built.extensions_dir, resolve_arch(config)))
-        cand_msg = {"op": "setup", "role": "candidate", "precision": config.precision, "seed": seed,
-                    "strict": True, "calibrate": False, "task_source": task.source, "task_origin": task.origin,
-                    "init_inputs": init_inputs, "state_dict": setup["state_dict"],
-                    "solution": {"kind": solution.kind, "root": str(solution.root),
-                                 "model_file": str(solution.model_file), "library": built.library,
-                                 "python_module": bool(built.library) and any(
-                                     "PYBIND11_MODULE" in p.read_text(errors="replace")
-                                     for p in solution.binding_sources())}}
+        setup = ref.request(reference_setup(task, config, seed, init_inputs), config.baseline_timeout_s)
+        cand_env = worker_env(config, built)
+        cand_msg = candidate_setup(task, solution, built, dataclasses.replace(config, strict=True, calibrate=False),
+                                   seed, init_inputs, setup["state_dict"])
         cand = WorkerProcess(env=cand_env, cwd=str(solution.root), label="candidate")
         workers.append(cand)
         cand.request(cand_msg, config.run_timeout_s)

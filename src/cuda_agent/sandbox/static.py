@@ -19,7 +19,6 @@ import ast
 import functools
 import re
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from .solution import REFERENCE, WORKSPACE, Solution, SolutionError
 
