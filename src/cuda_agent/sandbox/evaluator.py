@@ -57,6 +57,8 @@ class _Timed:
     evaluator_ms_per_iter: float
     n: int
     gap_ms: float
+    reply: dict
+    """The worker's reply (its integrity diff, per-call samples)."""
 
 
 def evaluate(task: Task, solution: Solution | None, config: SandboxConfig | None = None) -> Verdict:
@@ -369,8 +371,7 @@ class _Evaluation:
             t0 = time.perf_counter()
             r = worker.request({"op": "time"}, cfg.run_timeout_s)
             outer = (time.perf_counter() - t0) * 1e3 / r["n"]
-            self._last_time_reply = r
-            return _Timed(r["gpu_median_ms"], r["gpu_median_ms"], r["wall_median_ms"], outer, r["n"], r["gap_ms"])
+            return _Timed(r["gpu_median_ms"], r["gpu_median_ms"], r["wall_median_ms"], outer, r["n"], r["gap_ms"], r)
 
         return wrap(go) if wrap else go()
 
@@ -379,8 +380,7 @@ class _Evaluation:
         t = self._time(self.cand, rotation, "model", self._cand_step)
         if t is None:
             return None
-        r = self._last_time_reply
-        if not self._integrity_ok(r, "during timing"):
+        if not self._integrity_ok(t.reply, "during timing"):
             return None
         gap = t.gap_ms  # measured in this worker before the candidate was imported
         # Clock 1: inside the worker, host wall time (device-wide sync) vs CUDA events.
