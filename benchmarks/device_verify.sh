@@ -16,7 +16,7 @@ stage=${1:-tests}
 case "$stage" in
   tests)
     timeout 540 python3 -m pytest -m gpu tests/gpu tests/test_synth_gpu.py -n 8 -v -p no:cacheprovider \
-      -p no:benchmark > "$OUT/gpu_tests.log" 2>&1
+      -p no:benchmark --durations=25 > "$OUT/gpu_tests.log" 2>&1
     grep -E "(PASSED|FAILED|ERROR) |passed|failed" "$OUT/gpu_tests.log" | sed 's/.*\] //' | tail -60 ;;
   figures)
     timeout 330 python3 benchmarks/sandbox_speed.py --skip-load-inline \

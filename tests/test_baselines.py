@@ -75,3 +75,23 @@ def test_export_import_json_round_trip(store, tmp_path):
     assert fresh.import_json(out) == 3
     for b in rows:
         assert fresh.get(*key(b)) == b
+
+
+def test_claim_makes_a_second_process_wait_until_released(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    store = BaselineStore(tmp_path / "baselines.sqlite")
+    held = store.claim("sha", "gpu", "2.11", "fp32")
+    code = ("import sys, time; from cuda_agent.sandbox.baselines import BaselineStore; "
+            f"s = BaselineStore({str(tmp_path / 'baselines.sqlite')!r}); t = time.time(); "
+            "s.claim('sha', 'gpu', '2.11', 'fp32').close(); print(time.time() - t)")
+    other = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    assert other.poll() is None  # still waiting on our claim
+    held.close()
+    out, _ = other.communicate(timeout=30)
+    assert float(out) >= 1.0
+    # a different key is not blocked
+    store.claim("sha", "gpu", "2.11", "tf32").close()

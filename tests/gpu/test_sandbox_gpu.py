@@ -23,7 +23,8 @@ def run(cache_dir, task, solution, **overrides):
     cfg.update(overrides)
     v = evaluate(load_task(task), load_solution(solution) if solution else None, SandboxConfig(**cfg))
     print(f"\n{getattr(solution, 'name', solution)}: {v.verdict} reward={v.reward} ms={v.ms} eager={v.eager_ms} "
-          f"compile={v.compile_ms} rel_err={v.rel_err} flags={v.flags}\n  reasons={v.reasons}\n  log={v.log[:600]}")
+          f"compile={v.compile_ms} rel_err={v.rel_err} flags={v.flags}\n  eval_s={v.eval_s} build_s={v.build_s} "
+          f"baseline_s={v.baseline_s} cached={v.baseline_cached} timing={ {k: v.timing.get(k) for k in ('compile_s', 'gpu_lock_s', 'gpu_exclusive_s')} }\n  reasons={v.reasons}\n  log={v.log[:600]}")
     return v
 
 

@@ -7,6 +7,8 @@ files) with :func:`export_json` / :func:`import_json`.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import sqlite3
 import time
@@ -71,6 +73,20 @@ class BaselineStore:
                        (b.task_sha, b.gpu, b.torch, b.precision, b.timing_version, b.eager_ms,
                         b.compile_ms, b.overhead_ms, b.compile_error,
                         json.dumps(b.details) if b.details is not None else None, time.time()))
+
+    def claim(self, task_sha: str, gpu: str, torch: str, precision: str):
+        """An exclusive claim on computing one baseline, across processes (an open file, flocked).
+
+        The first evaluation of a task that finds no baseline claims it; others of the same task
+        wait here, then read what it stored instead of compiling and timing again. The claim
+        ends when the returned file is closed (or its process exits).
+        """
+        key = hashlib.sha1("|".join((task_sha, gpu, torch, precision, TIMING_VERSION)).encode()).hexdigest()[:20]
+        lock_dir = self.path.parent / "locks"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        f = open(lock_dir / f"baseline-{key}.lock", "a")
+        fcntl.flock(f, fcntl.LOCK_EX)
+        return f
 
     def all(self) -> list[Baseline]:
         with self._connect() as db:

@@ -85,6 +85,7 @@ class _Evaluation:
         self.ref: WorkerProcess | None = None
         self.cand: WorkerProcess | None = None
         self.seed = config.seed if config.seed is not None else secrets.randbits(30)
+        self.baseline_claim = None
 
     # ------------------------------------------------------------------ driver
     def run(self) -> None:
@@ -129,6 +130,8 @@ class _Evaluation:
                 v.timing["gpu_lock_s"] = round(self.lock.held_s, 3)
                 v.timing["gpu_exclusive_s"] = round(self.lock.exclusive_s, 3)
         finally:
+            if self.baseline_claim is not None:
+                self.baseline_claim.close()
             for w in (self.cand, self.ref):
                 if w is not None:
                     w.close()
@@ -318,6 +321,10 @@ class _Evaluation:
         self.cached_baseline = (self.store.get(self.task.sha256, v.gpu, v.torch_version, cfg.precision)
                                 if cfg.use_baseline_cache else None)
         self.compile_error = None
+        if self.cached_baseline is None and cfg.use_baseline_cache:
+            # another evaluation of this task may be computing it: wait for it, then read it
+            self.baseline_claim = self.store.claim(self.task.sha256, v.gpu, v.torch_version, cfg.precision)
+            self.cached_baseline = self.store.get(self.task.sha256, v.gpu, v.torch_version, cfg.precision)
         if self.cached_baseline is None:
             try:
                 r = self.ref.request({"op": "compile", "inputs": trial_inputs.draw(module, self.seed)},
@@ -356,6 +363,9 @@ class _Evaluation:
                                       "gap_ms": eager.gap_ms})
             if cfg.use_baseline_cache:
                 store.put(self.baseline)
+                if self.baseline_claim is not None:
+                    self.baseline_claim.close()  # waiting evaluations of this task read it now
+                    self.baseline_claim = None
         v.eager_ms, v.compile_ms = self.baseline.eager_ms, self.baseline.compile_ms
         v.baseline_s = round(time.perf_counter() - t0, 4)
         return True
