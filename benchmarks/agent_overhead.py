@@ -62,13 +62,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cache", type=Path, default=None, help="cache dir (default: a fresh temporary one)")
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
+    ap.add_argument("--episodes", default="cold,warm",
+                    help="which episodes, in order (cold: fresh caches; its repeated verify must hit them)")
     args = ap.parse_args()
     cache = args.cache or Path(tempfile.mkdtemp(prefix="agent_overhead_cache_"))
     work = Path(tempfile.mkdtemp(prefix="agent_overhead_"))
-    results = [summarize(label, episode(cache, work / label)) for label in ("cold", "warm")]
-
-    failures = []
-    for r in results:
+    results, failures = [], []
+    for label in args.episodes.split(","):
+        r = summarize(label, episode(cache, work / label))
+        results.append(r)
         print(f"\n== {r['run']}: {r['turns']} turns, {r['wall_s']:.2f} s wall = LLM {r['llm_s']:.3f} + sandbox "
               f"{r['sandbox_s']:.2f} + tools {r['tool_s']:.3f} + rest {r['overhead_s']:.3f}")
         print(f"   loop overhead (wall - LLM - sandbox): {r['loop_overhead_s']:.3f} s = "
@@ -76,7 +78,7 @@ def main() -> int:
         for v in r["verifies"]:
             print(f"   verify turn {v['turn']}: {v['verdict']}, build {v['build_s']:.3f} s, baseline cached "
                   f"{v['baseline_cached']}, eval {v['eval_s']:.2f} s, {v['speedup_vs_eager']}x eager, "
-                  f"{v['speedup_vs_compile']}x compile")
+                  f"{v['speedup_vs_compile']}x compile", flush=True)
         if r["loop_overhead_share"] > OVERHEAD_TARGET:
             failures.append(f"{r['run']}: loop overhead {100 * r['loop_overhead_share']:.1f}% > 5%")
         if not r["verifies"]:
@@ -88,8 +90,8 @@ def main() -> int:
             if v["build_s"] > CACHED_BUILD_S or not v["baseline_cached"]:
                 failures.append(f"{r['run']}: verify at turn {v['turn']} missed a cache (build {v['build_s']} s, "
                                 f"baseline cached {v['baseline_cached']})")
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=1))
+        if args.out:  # after every episode: a run cut short keeps what it measured
+            args.out.write_text(json.dumps(results, indent=1))
     print("\n" + ("all targets hold" if not failures else "FAILED:\n  " + "\n  ".join(failures)))
     return 0 if not failures else 1
 

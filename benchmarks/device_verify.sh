@@ -19,9 +19,9 @@ case "$stage" in
       -p no:benchmark --durations=25 > "$OUT/gpu_tests.log" 2>&1
     grep -E "(PASSED|FAILED|ERROR) |passed|failed" "$OUT/gpu_tests.log" | sed 's/.*\] //' | tail -60 ;;
   figures)
-    timeout 330 python3 benchmarks/sandbox_speed.py --skip-load-inline \
+    timeout 300 python3 benchmarks/sandbox_speed.py --skip-load-inline \
       --parts baselines,repeat,calibrate,hardening --out "$OUT/sandbox_speed.json" 2>&1 | tee "$OUT/sandbox_speed.log" | tail -8
-    timeout 200 python3 benchmarks/agent_overhead.py --out "$OUT/agent_overhead.json" 2>&1 | tee "$OUT/agent_overhead.log" | tail -12 ;;
+    timeout 220 python3 benchmarks/agent_overhead.py --episodes cold --out "$OUT/agent_overhead.json" 2>&1 | tee "$OUT/agent_overhead.log" | tail -12 ;;
   synth)
     PYTHONPATH=src timeout 560 python3 benchmarks/synth_gpu.py --count 200 --work /tmp/synth_gpu --time-budget 500 \
       2>&1 | tee "$OUT/synth_gpu.log" | tail -20 ;;

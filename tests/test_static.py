@@ -384,3 +384,55 @@ def test_device_copy_is_seen_by_the_dispatch_guard():
     with TorchOpGuard() as g2:
         x.to(torch.float32).contiguous().view(2, 2)
     assert not g2.violations, g2.violations
+
+
+def test_thread_starts_are_counted_even_when_the_thread_has_ended():
+    """A forward that starts a short-lived thread is seen (active_count() after the call misses it),
+    through every way of starting one; undoing the counter shows in the integrity snapshot."""
+    import _thread
+    import concurrent.futures
+    import threading
+    import time
+
+    from cuda_agent.sandbox import guards
+
+    starts = guards.count_thread_starts()
+    snap = guards.integrity_snapshot()
+    before = starts()
+    t = threading.Thread(target=lambda: None)
+    t.start()
+    t.join()
+    assert starts() == before + 1
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        ex.submit(lambda: 1).result()
+    _thread.start_new_thread(lambda: None, ())
+    time.sleep(0.05)
+    assert starts() == before + 3
+    assert guards.integrity_diff(snap, guards.integrity_snapshot()) == []
+    saved = _thread.start_new_thread
+    try:
+        _thread.start_new_thread = lambda *a: None  # a candidate undoing the counter
+        assert "_thread.start_new_thread" in guards.integrity_diff(snap, guards.integrity_snapshot())
+    finally:
+        _thread.start_new_thread = saved
+
+
+def test_tensor_subclass_outputs_are_not_sent_as_data():
+    """A lazy tensor subclass would make the reply unreadable (weights_only) and look like a crash;
+    the worker sends a placeholder instead and the trial's lazy_output flag rejects it."""
+    import io
+
+    import torch
+
+    from cuda_agent.sandbox.worker import _to_cpu
+
+    class Lazy(torch.Tensor):
+        pass
+
+    out = _to_cpu((torch.ones(2).as_subclass(Lazy), torch.zeros(3)))
+    assert isinstance(out[0], str) and "Lazy" in out[0]
+    buf = io.BytesIO()
+    torch.save({"output": out}, buf)
+    buf.seek(0)
+    back = torch.load(buf, weights_only=True)
+    assert torch.equal(back["output"][1], torch.zeros(3))

@@ -99,3 +99,20 @@ def test_gpu_check_scales_into_the_window(tmp_path):
     for r in rows:
         f = json.loads(r["filters"])
         assert f["runtime"] != "pending" and f["compile"] != "pending"
+
+
+def test_out_of_memory_in_a_compile_worker_is_checked_again_alone():
+    from cuda_agent.synth.gpu import retry_out_of_memory
+
+    class Checker:
+        calls = []
+
+        def compile_check(self, code, name, timed=True):
+            self.calls.append(name)
+            return "pass", None
+
+    row = {"code": "x", "name": "t1"}
+    oom = "fail: inductor: OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB"
+    assert retry_out_of_memory(oom, row, Checker()) == "pass" and Checker.calls == ["t1"]
+    assert retry_out_of_memory("fail: inductor output differs from eager", row, Checker()) \
+        == "fail: inductor output differs from eager" and Checker.calls == ["t1"]

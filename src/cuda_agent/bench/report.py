@@ -137,6 +137,10 @@ def environment_lines(run: RunData) -> list[str]:
 def first_reason(r: Result) -> str:
     reasons = r.verdict.get("reasons") or []
     text = reasons[0] if reasons else ""
+    if r.verdict.get("verdict") == "compile_error":  # "build failed" alone tells a reader nothing
+        errors = [ln.strip() for ln in (r.verdict.get("log") or "").splitlines() if "error" in ln.lower()]
+        if errors and errors[0] not in text:
+            text = f"{text}: {errors[0]}" if text else errors[0]
     text = " ".join(text.split())
     return text[:160] + ("..." if len(text) > 160 else "")
 
@@ -443,7 +447,7 @@ def _summary_tables_html(runs: list[RunData]) -> tuple[str, str]:
 
 def _tasks_html(run: RunData, out_dir: Path, compare: list[RunData]) -> str:
     esc = html.escape
-    header = ["Task", "S", "Title", "Verdict", "Reward", "ms", "Eager ms", "Compile ms", "vs. Eager", "vs. Compile"]
+    header = ["Task", "Sample", "Title", "Verdict", "Reward", "ms", "Eager ms", "Compile ms", "vs. Eager", "vs. Compile"]
     header += [f"{esc(o.name)}: vs. Compile" for o in compare] + ["Flags", "Reason"]
     others = [{r.key: r for r in o.results} for o in compare]
     rows = []

@@ -27,8 +27,9 @@ class SandboxConfig:
     trial's buffers (same addresses, new values) to defeat pointer-keyed caches."""
     num_recheck: int = 2
     """Extra trials after timing, written into the very buffers that timing used."""
-    warmup_ms: float = 25.0
-    """Warm-up budget before timing (after one untimed call)."""
+    warmup_ms: float = 100.0
+    """Least warm-up before timing (after one untimed call); it goes on until per-call times settle
+    (see timing.plan_iterations), so that clocks ramping up from idle stay out of the figure."""
     rep_ms: float = 200.0
     """Timing budget; the iteration count is derived from it and clamped to [min_iters, max_iters]."""
     min_iters: int = 10

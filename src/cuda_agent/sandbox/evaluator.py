@@ -29,7 +29,7 @@ from .compare import DOWNGRADE_CEILING, compare
 from .config import SandboxConfig
 from .gpu import GpuLock, no_gpu_reason
 from .logs import trim_traceback
-from .process import WorkerDied, WorkerError, WorkerProcess, WorkerTimeout
+from .process import BadReply, WorkerDied, WorkerError, WorkerProcess, WorkerTimeout
 from .reward import paper_reward
 from .solution import REFERENCE, Solution, reference_solution
 from .static import check_solution, rejecting
@@ -86,6 +86,7 @@ class _Evaluation:
         self.cand: WorkerProcess | None = None
         self.seed = config.seed if config.seed is not None else secrets.randbits(30)
         self.baseline_claim = None
+        self._t_mark = time.perf_counter()
 
     # ------------------------------------------------------------------ driver
     def run(self) -> None:
@@ -108,25 +109,31 @@ class _Evaluation:
             built = self._build()
             if built is None:
                 return
+            self._mark("build")
+            # started now, so that its interpreter and torch load while the reference sets up
+            self.cand = WorkerProcess(env=worker_env(cfg, built), cwd=str(self.solution.root), label="candidate")
             ref_info = self._ref_step(lambda: self.ref.receive("setup", cfg.baseline_timeout_s))
             if ref_info is None:
                 return
             v.gpu, v.torch_version = ref_info["gpu"], ref_info["torch"]
             v.precision["baseline"] = ref_info["precision"]
-            self.cand = WorkerProcess(env=worker_env(cfg, built), cwd=str(self.solution.root), label="candidate")
+            self._mark("reference_setup")
             cand_info = self._cand_step(lambda: self.cand.request(candidate_setup(
                 self.task, self.solution, built, cfg, self.seed, init_inputs, ref_info["state_dict"]),
                 cfg.run_timeout_s))
             if cand_info is None:
                 return
             v.precision["candidate"] = cand_info["precision"]
+            self._mark("candidate_setup")
             if not self._integrity_ok(cand_info, "while importing and preparing ModelNew"):
                 return
             self._warm_compile(module)
+            self._mark("compile")
             self.lock = GpuLock(cfg.cache_dir, cfg.device)
             try:
                 self._gpu_phase(module)
             finally:
+                self._mark("gpu_phase")
                 v.timing["gpu_lock_s"] = round(self.lock.held_s, 3)
                 v.timing["gpu_exclusive_s"] = round(self.lock.exclusive_s, 3)
         finally:
@@ -136,6 +143,12 @@ class _Evaluation:
                 if w is not None:
                     w.close()
                     w.cleanup()
+
+    def _mark(self, phase: str) -> None:
+        """Seconds since the previous mark, under timing["phases_s"] (where an evaluation's time goes)."""
+        now = time.perf_counter()
+        self.v.timing.setdefault("phases_s", {})[phase] = round(now - self._t_mark, 3)
+        self._t_mark = now
 
     def _gpu_phase(self, module) -> None:
         v, cfg = self.v, self.config
@@ -259,6 +272,10 @@ class _Evaluation:
         except WorkerTimeout as e:
             self.v.fail(TIMEOUT, f"{e} (a hang or an endless loop in a kernel?)")
             self.v.log = _log_tail(self.cand)
+        except BadReply as e:
+            self.v.reject(f"{e}: the harness only sends plain data, so its reply path was tampered with",
+                          "bad_reply")
+            self.v.log = e.log[-3000:]
         except WorkerDied as e:
             self.v.fail(RUNTIME_ERROR, f"{e} (a crash, e.g. a segfault, or sys.exit in the candidate)")
             self.v.log = e.log[-3000:]
@@ -360,6 +377,7 @@ class _Evaluation:
                                      compiled.ms if compiled else None,
                                      eager.evaluator_ms_per_iter - eager.ms, compile_error,
                                      {"eager_iters": eager.n, "compile_iters": compiled.n if compiled else 0,
+                                      "eager_warmup": eager.reply.get("warmup"),
                                       "gap_ms": eager.gap_ms})
             if cfg.use_baseline_cache:
                 store.put(self.baseline)
@@ -374,13 +392,14 @@ class _Evaluation:
         cfg = self.config
 
         def go() -> _Timed:
-            worker.request({"op": "prepare_timing", "inputs": rotation, "target": target,
+            prep = worker.request({"op": "prepare_timing", "inputs": rotation, "target": target,
                             "warmup_ms": cfg.warmup_ms, "rep_ms": cfg.rep_ms, "min_iters": cfg.min_iters,
                             "max_iters": cfg.max_iters},
                            cfg.baseline_timeout_s if worker is self.ref else cfg.run_timeout_s)
             t0 = time.perf_counter()
             r = worker.request({"op": "time"}, cfg.run_timeout_s)
             outer = (time.perf_counter() - t0) * 1e3 / r["n"]
+            r["warmup"] = prep.get("warmup")
             return _Timed(r["gpu_median_ms"], r["gpu_median_ms"], r["wall_median_ms"], outer, r["n"], r["gap_ms"], r)
 
         return wrap(go) if wrap else go()
@@ -410,7 +429,8 @@ class _Evaluation:
         v.ms = round(t.ms, 6)
         v.timing.update({"iters": t.n, "gpu_median_ms": t.gpu_median_ms, "wall_median_ms": t.wall_median_ms,
                          "evaluator_ms_per_iter": t.evaluator_ms_per_iter, "gap_ms": gap,
-                         "harness_overhead_ms": self.baseline.overhead_ms, "rotation_sets": len(rotation)})
+                         "harness_overhead_ms": self.baseline.overhead_ms, "rotation_sets": len(rotation),
+                         "warmup": t.reply.get("warmup")})
         return t
 
     def _census(self) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import builtins
 import hashlib
 import sys
+import _thread
 import threading
 import time
 
@@ -104,9 +105,33 @@ _WATCHED = {
                                     "__torch_function__", "__reduce_ex__", "zero_", "fill_", "mul_")),
     "torch.nn.Module": (torch.nn.Module, ("__call__", "_call_impl", "load_state_dict", "to", "cuda",
                                           "state_dict", "__getattr__", "__setattr__")),
-    "threading": (threading, ("active_count", "enumerate", "Thread")),
+    "threading": (threading, ("active_count", "enumerate", "Thread", "_start_new_thread", "_start_joinable_thread")),
+    "_thread": (_thread, ("start_new_thread", "start_joinable_thread")),
     "sys": (sys, ("settrace", "setprofile", "gettrace", "getprofile", "exit")),
 }
+
+
+def count_thread_starts():
+    """Count every Python thread started from now on; returns a reader of the count.
+
+    threading.Thread, concurrent.futures and _thread all start threads through the functions
+    wrapped here, so a thread that starts and ends inside one forward call is still counted
+    (active_count() would miss it). Undoing the wrappers shows in the integrity snapshot.
+    Installed once per process, before any candidate code is imported.
+    """
+    starts = [0]
+
+    def wrap(orig):
+        def start(*args, **kwargs):
+            starts[0] += 1
+            return orig(*args, **kwargs)
+        return start
+
+    for holder, name in ((_thread, "start_new_thread"), (_thread, "start_joinable_thread"),
+                         (threading, "_start_new_thread"), (threading, "_start_joinable_thread")):
+        if hasattr(holder, name):
+            setattr(holder, name, wrap(getattr(holder, name)))
+    return lambda: starts[0]
 
 
 def _precision_state() -> tuple:

@@ -30,6 +30,11 @@ class WorkerDied(Exception):
         self.log = log
 
 
+class BadReply(WorkerDied):
+    """The worker answered, but not with plain data: its reply machinery was tampered with
+    (the harness itself only ever sends plain data)."""
+
+
 class WorkerTimeout(Exception):
     pass
 
@@ -92,11 +97,11 @@ class WorkerProcess:
             reply = torch.load(io.BytesIO(data), weights_only=True)
         except Exception as e:  # noqa: BLE001 - a reply we refuse to unpickle is a broken worker
             self.kill()
-            raise WorkerDied(f"{self.label} sent a reply that is not plain data ({type(e).__name__})",
+            raise BadReply(f"{self.label} sent a reply that is not plain data ({type(e).__name__})",
                              self.read_log()) from None
         if not isinstance(reply, dict):
             self.kill()
-            raise WorkerDied(f"{self.label} sent a malformed reply", self.read_log())
+            raise BadReply(f"{self.label} sent a malformed reply", self.read_log())
         if "error" in reply:
             self.kill()
             raise WorkerError(reply)

@@ -95,18 +95,34 @@ def measure_gap(device: torch.device, flush: L2Flusher, n: int = 50) -> float:
 
 
 def plan_iterations(fn, ring: InputRing, flush: L2Flusher, warmup_ms: float, rep_ms: float,
-                    min_iters: int, max_iters: int) -> tuple[int, float]:
-    """Warm up and choose the iteration count. Returns (n_iters, estimated ms per call)."""
+                    min_iters: int, max_iters: int, settle_tol: float = 0.01,
+                    max_warmup_ms: float = 1000.0) -> tuple[int, float, dict]:
+    """Warm up and choose the iteration count. Returns (n_iters, estimated ms per call, warm-up record).
+
+    The warm-up lasts at least ``warmup_ms`` of GPU time and then goes on, window by window,
+    until the median of a window is within ``settle_tol`` of the window before it (the GPU's
+    clocks have left their idle state and settled), for at most ``max_warmup_ms``. A GPU that
+    idled between two evaluations otherwise times its first calls at lower clocks.
+    """
     est = []
     for _ in range(3):
         g, _w = time_once(fn, ring.next(), flush)
         est.append(g)
     per_call = max(_median(est), 1e-3)
-    n_warm = int(min(max(warmup_ms / per_call, 1), max_iters))
-    for _ in range(n_warm):
-        time_once(fn, ring.next(), flush)
+    window = int(min(max(5, 10.0 / per_call), 50))
+    spent, calls, prev, cur, settled = sum(est), 3, None, per_call, False
+    while calls < max_iters and spent < max_warmup_ms:
+        samples = [time_once(fn, ring.next(), flush)[0] for _ in range(window)]
+        calls += window
+        spent += sum(samples)
+        cur = _median(samples)
+        if prev is not None and spent >= warmup_ms and abs(cur - prev) <= settle_tol * cur:
+            settled = True
+            break
+        prev = cur
+    per_call = max(cur, 1e-3)
     n_iters = int(min(max(rep_ms / per_call, min_iters), max_iters))
-    return n_iters, per_call
+    return n_iters, per_call, {"warmup_calls": calls, "warmup_ms": round(spent, 3), "settled": settled}
 
 
 def run_timed(fn, ring: InputRing, flush: L2Flusher, n_iters: int) -> dict:

@@ -35,6 +35,7 @@ from .timing import InputRing, L2Flusher
 _save = torch.save
 _sync = torch.cuda.synchronize
 _active_count = threading.active_count
+_thread_starts = guards.count_thread_starts()
 _perf = time.perf_counter
 
 
@@ -60,7 +61,9 @@ def _load_module(name: str, path: str):
 
 
 def _to_cpu(obj):
-    if isinstance(obj, torch.Tensor):
+    """Outputs as plain data for the reply. A tensor subclass is not sent (the evaluator reads
+    replies with weights_only and would refuse it): the trial's lazy_output flag says why."""
+    if type(obj) is torch.Tensor:
         return obj.detach().to("cpu", copy=True)
     if isinstance(obj, (list, tuple)):
         return type(obj)(_to_cpu(o) for o in obj) if isinstance(obj, tuple) else [_to_cpu(o) for o in obj]
@@ -188,7 +191,7 @@ class Worker:
         clones = [b.clone() if isinstance(b, torch.Tensor) else b for b in bufs]
         if candidate and self.strict:
             guards.poison_allocator(self.device, out_bytes)
-        threads_before = _active_count()
+        threads_before = _thread_starts()
         out, violations = self._call(bufs, guarded=candidate and self.strict)
         flags = []
         if candidate:
@@ -205,8 +208,8 @@ class Worker:
                              "which the caller still holds")
             if any(isinstance(b, torch.Tensor) and not bitwise_equal(b, c) for b, c in zip(bufs, clones)):
                 flags.append("input_mutated: forward changed an input tensor")
-            if _active_count() > threads_before:
-                flags.append("threads: forward left threads running")
+            if _thread_starts() > threads_before:
+                flags.append("threads: forward started a thread")
         self.prev_outputs = out
         return {"output": _to_cpu(out), "violations": violations, "flags": flags}
 
@@ -255,10 +258,11 @@ class Worker:
             fn(*ring.next())
             _sync()
             first_call_s = _perf() - t0
-            n_iters, est = timing.plan_iterations(fn, ring, self.flush, msg["warmup_ms"], msg["rep_ms"],
+            n_iters, est, warm = timing.plan_iterations(fn, ring, self.flush, msg["warmup_ms"], msg["rep_ms"],
                                                   msg["min_iters"], msg["max_iters"])
         self.timing_state = (fn, ring, n_iters)
-        return {"n_iters": n_iters, "est_ms": est, "first_call_s": first_call_s, "integrity": self._integrity()}
+        return {"n_iters": n_iters, "est_ms": est, "first_call_s": first_call_s, "warmup": warm,
+                "integrity": self._integrity()}
 
     def op_time(self, msg: dict) -> dict:
         fn, ring, n_iters = self.timing_state

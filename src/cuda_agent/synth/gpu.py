@@ -355,6 +355,14 @@ def _compile_job(job: tuple[int, str, str]) -> tuple[int, str]:
     return i, status
 
 
+def retry_out_of_memory(status: str, row: dict[str, Any], checker: GpuChecker) -> str:
+    """A compile worker's out-of-memory says nothing about the task (every compile worker shares
+    the GPU): check the row again in this process, one at a time."""
+    if status.startswith("fail: inductor: OutOfMemoryError"):
+        status, _ = checker.compile_check(row["code"], row["name"], timed=False)
+    return status
+
+
 def filter_file(src: Path, dst: Path, device: str = "cuda", window_ms=(1.0, 100.0), limit: int | None = None,
                 keep_failed: bool = False, kernelbench: Path | None = None, progress: bool = True,
                 compile: bool = True, time_budget_s: float | None = None,
@@ -426,6 +434,7 @@ def filter_file(src: Path, dst: Path, device: str = "cuda", window_ms=(1.0, 100.
                 i, status = res.get()
                 pending.remove(res)
                 row = waiting.pop(i)
+                status = retry_out_of_memory(status, row, checker)
                 row["filters"]["compile"] = status
                 finish(row)
 
