@@ -93,3 +93,16 @@ def test_verdict_json_in_the_database_round_trips(runs):
     r = next(r for r in run.results if r.task == "L1_1")
     assert r.verdict["speedup_vs_eager"] == 4.0 and r.verdict["reward"] == 3.0
     assert json.loads(json.dumps(r.to_dict()))["verdict"]["format_version"] == 1
+
+
+def test_compile_error_reason_quotes_the_compiler():
+    """'build failed' alone tells a reader nothing: the report adds the first error line of the log."""
+    from cuda_agent.bench.report import first_reason
+    from cuda_agent.bench.store import Result
+
+    v = {"verdict": "compile_error", "reasons": ["build failed"],
+         "log": "kernels/ew.cu(30): error: expected an expression\n    return +;\n            ^"}
+    assert first_reason(Result("L1_9", 0, "evaluated", v)) == \
+        "build failed: kernels/ew.cu(30): error: expected an expression"
+    other = {"verdict": "incorrect", "reasons": ["trial 0: wrong"], "log": "error: unrelated"}
+    assert first_reason(Result("L1_3", 0, "evaluated", other)) == "trial 0: wrong"
