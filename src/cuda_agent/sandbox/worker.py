@@ -27,6 +27,8 @@ import time
 import traceback
 
 import torch
+import torch._dynamo  # noqa: F401 - the harness's own lazy imports, paid while the process waits
+import torch.profiler  # noqa: F401   for its first message (see guards.settle_harness)
 
 from . import guards, timing
 from .guards import TorchOpGuard, bitwise_equal, integrity_diff, integrity_snapshot, overlaps, storages
