@@ -4,7 +4,8 @@
 #   tests    - pytest -m gpu: sandbox (honest, failures, every cheat, static-off), agent, synth GPU
 #   figures  - sandbox repeatability / calibration / hardening cost; agent loop overhead
 #   synth    - the synth GPU pass on 200 tasks
-#   bench    - 26-problem --solutions run, kill + resume, report, throughput (long: may need two calls)
+#   bench    - 26-problem --solutions run, kill + resume, report (~8 min with cold baselines)
+#   throughput - builds per minute and the GPU-busy share of a cached bench run (per-gpu 4)
 #   train    - train smoke (needs the wheels in .whl/, see docs/train.md: carry ".whl")
 # Every stage writes its logs under $OUT (the device tool brings them back) as it goes.
 set -u
@@ -34,6 +35,11 @@ case "$stage" in
     cuda-agent report /tmp/bench_run > "$OUT/report_cmd.log" 2>&1 && cp /tmp/bench_run/report/report.md "$OUT/" \
       && cp /tmp/bench_run/report/report.html "$OUT/"
     tail -5 "$OUT/bench_run.log" ;;
+  throughput)
+    python3 benchmarks/make_bench_problems.py --out /tmp/bench_problems > "$OUT/bench_make.log" 2>&1
+    timeout 540 python3 benchmarks/bench_throughput.py --problems /tmp/bench_problems --out /tmp/bench_tp \
+      --per-gpu 4 2>&1 | tee "$OUT/bench_throughput.log" | tail -15
+    cp /tmp/bench_tp/throughput.json "$OUT/" 2>/dev/null ;;
   train)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
       && export PYTHONPATH=/tmp/site:$PWD/src || exit 1

@@ -136,6 +136,7 @@ class _Evaluation:
                 self._mark("gpu_phase")
                 v.timing["gpu_lock_s"] = round(self.lock.held_s, 3)
                 v.timing["gpu_exclusive_s"] = round(self.lock.exclusive_s, 3)
+                v.timing["gpu_lock_intervals"] = self.lock.intervals
         finally:
             if self.baseline_claim is not None:
                 self.baseline_claim.close()

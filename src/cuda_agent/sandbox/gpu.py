@@ -89,6 +89,9 @@ class GpuLock:
         self.gate = lock_dir / f"gpu-{key}.gate"
         self.held_s = 0.0
         self.exclusive_s = 0.0
+        self.intervals: list[tuple[float, float]] = []
+        """(start, end) in seconds since the epoch of every hold, so that holds of concurrent
+        evaluations can be merged into the time the GPU was in use (benchmarks/bench_throughput.py)."""
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
@@ -96,11 +99,12 @@ class GpuLock:
             fcntl.flock(gate, fcntl.LOCK_EX)
             fcntl.flock(main, fcntl.LOCK_SH)
             fcntl.flock(gate, fcntl.LOCK_UN)
-            t0 = time.perf_counter()
+            t0, w0 = time.perf_counter(), time.time()
             try:
                 yield
             finally:
                 self.held_s += time.perf_counter() - t0
+                self.intervals.append((round(w0, 3), round(time.time(), 3)))
                 fcntl.flock(main, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
@@ -108,13 +112,14 @@ class GpuLock:
         with open(self.gate, "a") as gate, open(self.main, "a") as main:
             fcntl.flock(gate, fcntl.LOCK_EX)
             fcntl.flock(main, fcntl.LOCK_EX)
-            t0 = time.perf_counter()
+            t0, w0 = time.perf_counter(), time.time()
             try:
                 yield
             finally:
                 dt = time.perf_counter() - t0
                 self.held_s += dt
                 self.exclusive_s += dt
+                self.intervals.append((round(w0, 3), round(time.time(), 3)))
                 fcntl.flock(main, fcntl.LOCK_UN)
                 fcntl.flock(gate, fcntl.LOCK_UN)
 
