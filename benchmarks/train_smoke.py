@@ -46,13 +46,15 @@ def main() -> int:
     p.add_argument("--rft-lr", type=float, default=2e-3)
     p.add_argument("--grpo-steps", type=int, default=2)
     p.add_argument("--grpo-lr", type=float, default=1e-6)
-    p.add_argument("--max-new-tokens", type=int, default=3072)
+    p.add_argument("--max-new-tokens", type=int, default=None, help="per turn after RFT (default 3072; 64 with --small)")
     p.add_argument("--budget-s", type=float, default=540.0, help="skip stages that would start after this")
     p.add_argument("--min-reward", type=float, default=1.0, help="RFT keeps episodes with at least this reward")
     p.add_argument("--small", action="store_true", help="a smaller tiny model and shorter generations")
     p.add_argument("--allow-cpu", action="store_true",
                    help="plumbing check without a GPU (verify says no GPU: use --min-reward -1 --small)")
     args = p.parse_args()
+    if args.max_new_tokens is None:
+        args.max_new_tokens = 64 if args.small else 3072
 
     import torch
 
