@@ -83,6 +83,7 @@ CHEATS = [
     ("monkey-patches the timer", SWISH, "cheat_monkeypatch_timer", {"rejected"}),
     ("threads", SWISH, "cheat_thread", {"rejected", "incorrect"}),
     ("output cache keyed by pointer", SWISH, "cheat_pointer_cache", {"incorrect", "rejected"}),
+    ("skips work while timed", SWISH, "cheat_skip_while_timed", {"incorrect"}),
     ("side stream", SWISH, "cheat_side_stream", {"rejected"}),
     ("lazy tensor subclass", SWISH, "cheat_lazy_tensor", {"rejected"}),
     ("mutates its input", SWISH, "cheat_mutate_input", {"rejected"}),
@@ -137,3 +138,14 @@ def test_second_evaluation_reads_cached_baselines_and_build(cache_dir):
     v = run(cache_dir, TASKS / "row_sum.py", SOLUTIONS / "honest_row_sum")
     assert v.baseline_cached and v.baseline_s < 0.1
     assert v.build_s < 0.3
+
+
+def test_work_skipped_only_while_timed_is_caught_by_the_timed_output_checksums(cache_dir):
+    v = run(cache_dir, SWISH, SOLUTIONS / "cheat_skip_while_timed")
+    assert v.verdict == "incorrect" and "timed_outputs_wrong" in v.flags, (v.verdict, v.flags, v.reasons)
+
+
+def test_honest_kernel_passes_the_timed_output_check(cache_dir):
+    v = run(cache_dir, TASKS / "linear_relu.py", SOLUTIONS / "honest_linear_relu")
+    assert v.verdict == "correct", v.reasons
+    assert v.timing["timed_outputs_checked"] == v.timing["iters"]

@@ -15,8 +15,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-TIMING_VERSION = "1"
-"""Bump when the timing method changes: old baselines then stop matching."""
+TIMING_VERSION = "2"
+"""Bump when the timing method changes: old baselines then stop matching (2: refresh scales in [0.5, 1),
+warm-up until clocks settle)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS baselines (

@@ -14,6 +14,7 @@ only bad *input* (an unreadable task) raises.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import secrets
@@ -86,6 +87,7 @@ class _Evaluation:
         self.cand: WorkerProcess | None = None
         self.seed = config.seed if config.seed is not None else secrets.randbits(30)
         self.baseline_claim = None
+        self.checksum_seed = secrets.randbits(40)
         self._t_mark = time.perf_counter()
 
     # ------------------------------------------------------------------ driver
@@ -190,6 +192,8 @@ class _Evaluation:
                 return
             timed = self._time_candidate(rotation)
         if timed is None:
+            return
+        if self._checks_timed_outputs() and not self._timed_outputs_ok(rotation, timed):
             return
         # re-check on new values written into the buffers timing used
         good_recheck = [i for i, t in enumerate(ref_recheck) if "error" not in t]
@@ -363,7 +367,9 @@ class _Evaluation:
         if cached is not None:
             self.baseline, v.baseline_cached = cached, True
         else:
-            eager = self._time(self.ref, rotation, "model", self._ref_step)
+            # with the candidate's checksum work, so that the harness overhead seen by the evaluator's
+            # clock (overhead_ms) includes it exactly as it does for the candidate
+            eager = self._time(self.ref, rotation, "model", self._ref_step, {"checksum_seed": self.checksum_seed})
             if eager is None:
                 return False
             compiled, compile_error = None, self.compile_error
@@ -389,7 +395,7 @@ class _Evaluation:
         v.baseline_s = round(time.perf_counter() - t0, 4)
         return True
 
-    def _time(self, worker: WorkerProcess, rotation: list, target: str, wrap) -> _Timed | None:
+    def _time(self, worker: WorkerProcess, rotation: list, target: str, wrap, extra: dict | None = None) -> _Timed | None:
         cfg = self.config
 
         def go() -> _Timed:
@@ -398,7 +404,7 @@ class _Evaluation:
                             "max_iters": cfg.max_iters},
                            cfg.baseline_timeout_s if worker is self.ref else cfg.run_timeout_s)
             t0 = time.perf_counter()
-            r = worker.request({"op": "time"}, cfg.run_timeout_s)
+            r = worker.request({"op": "time", **(extra or {})}, cfg.run_timeout_s)
             outer = (time.perf_counter() - t0) * 1e3 / r["n"]
             r["warmup"] = prep.get("warmup")
             return _Timed(r["gpu_median_ms"], r["gpu_median_ms"], r["wall_median_ms"], outer, r["n"], r["gap_ms"], r)
@@ -407,7 +413,8 @@ class _Evaluation:
 
     def _time_candidate(self, rotation: list) -> _Timed | None:
         v = self.v
-        t = self._time(self.cand, rotation, "model", self._cand_step)
+        # checksums in every mode, compared only when strict: the timing loop is the same either way
+        t = self._time(self.cand, rotation, "model", self._cand_step, {"checksum_seed": self.checksum_seed})
         if t is None:
             return None
         if not self._integrity_ok(t.reply, "during timing"):
@@ -433,6 +440,33 @@ class _Evaluation:
                          "harness_overhead_ms": self.baseline.overhead_ms, "rotation_sets": len(rotation),
                          "warmup": t.reply.get("warmup")})
         return t
+
+    def _checks_timed_outputs(self) -> bool:
+        return self.config.strict and not self.config.calibrate
+
+    def _timed_outputs_ok(self, rotation: list, timed: _Timed) -> bool:
+        """Were the timed calls' outputs right? The reference recomputes each one's checksum on the
+        same inputs; a candidate that is right when checked but not while timed fails here."""
+        v, cfg = self.v, self.config
+        cand = timed.reply.get("checksums")
+        start = timed.reply.get("start_step")
+        if not isinstance(cand, list) or len(cand) != timed.n or not isinstance(start, int):
+            v.reject("the timing reply lacks the timed outputs' checksums: the harness's reply was tampered with",
+                     "bad_reply")
+            return False
+        ref = self._ref_step(lambda: self._shared(self.ref.request, {
+            "op": "checksums", "inputs": rotation, "start_step": start, "n": len(cand),
+            "seed": self.checksum_seed}, cfg.baseline_timeout_s))
+        if ref is None:
+            return False
+        bad = timed_output_mismatches(cand, ref["checksums"], v.tolerance or 1e-4)
+        v.timing["timed_outputs_checked"] = len(cand)
+        if bad:
+            v.fail(INCORRECT, f"{len(bad)} of {len(cand)} timed calls returned outputs that differ from the reference "
+                              f"on the same inputs (first: call {bad[0]}): right when checked, wrong while timed")
+            v.flag("timed_outputs_wrong")
+            return False
+        return True
 
     def _census(self) -> bool:
         """Which CUDA kernels did the candidate launch? Torch's own are not allowed."""
@@ -495,6 +529,32 @@ def _allowed_kernel(name: str, own: set[str]) -> bool:
     if TORCH_KERNELS.search(name) and not re.search(r"FillFunctor|direct_copy_kernel|copy_kernel", name):
         return False
     return bool(LIBRARY_KERNELS.search(name))
+
+
+def timed_output_mismatches(cand: list, ref: list, tolerance: float) -> list[int]:
+    """Indices of timed calls whose output checksums (dot with random +-1 weights, squared norm)
+    disagree with the reference's beyond what the comparison tolerance allows. For outputs
+    within the relative-L2 tolerance the dot products differ by about tolerance x norm (random
+    signs), the norms by at most that; an output of other inputs differs by about the norm."""
+    bad = []
+    for i, (c, r) in enumerate(zip(cand, ref)):
+        try:
+            cd, cn, rd, rn = float(c[0]), float(c[1]), float(r[0]), float(r[1])
+        except (TypeError, ValueError, IndexError):
+            bad.append(i)
+            continue
+        if not all(math.isfinite(x) for x in (rd, rn)):  # the reference itself is not finite here
+            same = all(math.isnan(a) and math.isnan(b) or a == b for a, b in ((cd, rd), (cn, rn)))
+            if not same:
+                bad.append(i)
+            continue
+        norm = math.sqrt(max(rn, 0.0))
+        ok = (math.isfinite(cd) and math.isfinite(cn)
+              and abs(cd - rd) <= 50 * tolerance * norm + 1e-12
+              and abs(math.sqrt(max(cn, 0.0)) - norm) <= 10 * tolerance * norm + 1e-12)
+        if not ok:
+            bad.append(i)
+    return bad
 
 
 def worker_env(config: SandboxConfig, built: BuildResult | None = None) -> dict[str, str]:

@@ -1,9 +1,15 @@
 """One timing method for eager, compile and candidate alike (run inside the workers).
 
 Per iteration: refresh the input values in place (copy from a pristine set, scaled by a
-factor unique to the iteration, so neither a pointer-keyed nor a content-keyed cache can
-hit), flush L2 by writing a buffer twice its size, synchronize the whole device, then time
-the call with CUDA events *and* the host clock, and synchronize the whole device again.
+factor unique to the iteration and spread over [0.5, 1), so neither a pointer-keyed nor a
+content-keyed cache can hit, and an output kept from an earlier call is off by percents),
+flush L2 by writing a buffer twice its size, synchronize the whole device, then time the
+call with CUDA events *and* the host clock, and synchronize the whole device again.
+
+For the candidate, every timed call's output is also reduced, after the timed window, to a
+checksum (a dot product with random +-1 weights chosen by the evaluator, and the squared
+norm); the reference recomputes the same checksums on the same inputs, so a candidate that
+computes correctly only while it is checked, and not while it is timed, is caught.
 
 The events give the GPU figure; the host clock, which includes the device-wide
 synchronization, sees work hidden on side streams or threads. ``gap_ms`` (wall minus GPU
@@ -36,7 +42,7 @@ class InputRing:
         """The next input set, its float tensors rewritten with values no earlier call has seen."""
         k = self.step % len(self.bufs)
         self.step += 1
-        scale = 1.0 - 1e-5 * ((self.step % 4093) + 1)  # < 1: keeps [0, 1] inputs in range
+        scale = refresh_scale(self.step)
         for buf, src in zip(self.bufs[k], self.pristine[k]):
             if src is not None:
                 buf.copy_(src).mul_(scale)
@@ -51,12 +57,63 @@ class InputRing:
         return self.bufs
 
 
+def refresh_scale(step: int) -> float:
+    """The factor of the step-th refresh: in [0.5, 1) (keeps [0, 1] and positive inputs in range),
+    never the same twice, consecutive and nearby steps far apart (golden-ratio sequence)."""
+    return 0.5 + 0.5 * ((step * 0.6180339887498949) % 1.0)
+
+
+class OutputChecksum:
+    """Two numbers per output, computed on the GPU without synchronizing: the dot product of
+    the flattened output with random +-1 weights (seeded; both workers draw the same ones),
+    and its squared L2 norm. Outputs of different inputs differ in the first by about their
+    norm; correct outputs by about the comparison tolerance times it."""
+
+    def __init__(self, seed: int, device: torch.device):
+        self.seed, self.device = seed, device
+        self._weights: dict[int, torch.Tensor] = {}
+
+    def weights(self, n: int) -> torch.Tensor:
+        w = self._weights.get(n)
+        if w is None:
+            g = torch.Generator(device=self.device)
+            g.manual_seed((self.seed * 1_000_003 + n) % (1 << 62))
+            w = torch.randint(0, 2, (n,), generator=g, device=self.device, dtype=torch.int8).double() * 2 - 1
+            self._weights[n] = w
+        return w
+
+    def __call__(self, out) -> torch.Tensor:
+        acc = torch.zeros(2, dtype=torch.float64, device=self.device)
+        for leaf in _tensor_leaves(out):
+            v = leaf.detach().reshape(-1).to(self.device, torch.float64)
+            acc[0] += torch.dot(v, self.weights(v.numel()))
+            acc[1] += torch.dot(v, v)
+        return acc
+
+
+def _tensor_leaves(obj):
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from _tensor_leaves(o)
+
+
+def checksums(fn, ring: InputRing, n: int, checksum: OutputChecksum) -> list[list[float]]:
+    """The reference side: the checksums of ``n`` calls on the ring's next ``n`` input sets."""
+    acc = torch.empty(n, 2, dtype=torch.float64, device=checksum.device)
+    for i in range(n):
+        acc[i] = checksum(fn(*ring.next()))
+    _synchronize()
+    return acc.cpu().tolist()
+
+
 def _is_float(x) -> bool:
     return isinstance(x, torch.Tensor) and x.is_floating_point()
 
 
 def _to_device(x, device):
-    return x.to(device).contiguous() if isinstance(x, torch.Tensor) else x
+    return x.to(device, copy=True).contiguous() if isinstance(x, torch.Tensor) else x  # never the caller's tensor
 
 
 class L2Flusher:
@@ -68,8 +125,8 @@ class L2Flusher:
         self.buf.zero_()
 
 
-def time_once(fn, inputs: list, flush: L2Flusher) -> tuple[float, float]:
-    """(gpu_ms, wall_ms) of one call."""
+def time_once(fn, inputs: list, flush: L2Flusher, after=None) -> tuple[float, float]:
+    """(gpu_ms, wall_ms) of one call. ``after(out)`` runs once the call is timed (the checksum)."""
     flush()
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
     _synchronize()
@@ -79,6 +136,8 @@ def time_once(fn, inputs: list, flush: L2Flusher) -> tuple[float, float]:
     end.record()
     _synchronize()
     t1 = _perf_counter()
+    if after is not None:
+        after(out)
     del out
     return start.elapsed_time(end), (t1 - t0) * 1e3
 
@@ -125,11 +184,18 @@ def plan_iterations(fn, ring: InputRing, flush: L2Flusher, warmup_ms: float, rep
     return n_iters, per_call, {"warmup_calls": calls, "warmup_ms": round(spent, 3), "settled": settled}
 
 
-def run_timed(fn, ring: InputRing, flush: L2Flusher, n_iters: int) -> dict:
+def run_timed(fn, ring: InputRing, flush: L2Flusher, n_iters: int, checksum: OutputChecksum | None = None) -> dict:
     gpu, wall = [], []
-    for _ in range(n_iters):
-        g, w = time_once(fn, ring.next(), flush)
+    start_step = ring.step
+    acc = torch.empty(n_iters, 2, dtype=torch.float64, device=checksum.device) if checksum is not None else None
+    for i in range(n_iters):
+        after = (lambda out, i=i: acc[i].copy_(checksum(out))) if checksum is not None else None
+        g, w = time_once(fn, ring.next(), flush, after)
         gpu.append(g)
         wall.append(w)
-    return {"gpu_ms": gpu, "wall_ms": wall, "n": n_iters,
-            "gpu_median_ms": _median(gpu), "wall_median_ms": _median(wall)}
+    res = {"gpu_ms": gpu, "wall_ms": wall, "n": n_iters,
+           "gpu_median_ms": _median(gpu), "wall_median_ms": _median(wall)}
+    if acc is not None:
+        _synchronize()
+        res["checksums"], res["start_step"] = acc.cpu().tolist(), start_step
+    return res

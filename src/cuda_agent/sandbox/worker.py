@@ -268,12 +268,23 @@ class Worker:
 
     def op_time(self, msg: dict) -> dict:
         fn, ring, n_iters = self.timing_state
+        seed = msg.get("checksum_seed")
+        checksum = timing.OutputChecksum(seed, self.device) if seed is not None else None
         with torch.no_grad():
-            res = timing.run_timed(fn, ring, self.flush, n_iters)
+            res = timing.run_timed(fn, ring, self.flush, n_iters, checksum)
         res["gap_ms"] = self.gap_ms
         res["integrity"] = self._integrity()
         res["threads"] = _active_count()
         return res
+
+    def op_checksums(self, msg: dict) -> dict:
+        """Reference side of the timed-output check: the same inputs the candidate was timed on
+        (the same ring from the same step), the same checksums."""
+        ring = InputRing(msg["inputs"], self.device)
+        ring.step = msg["start_step"]
+        with torch.no_grad():
+            sums = timing.checksums(self.model, ring, msg["n"], timing.OutputChecksum(msg["seed"], self.device))
+        return {"checksums": sums}
 
     def op_recheck(self, msg: dict) -> dict:
         """New values written into the timing buffers (same addresses), checked trials again."""
