@@ -63,8 +63,20 @@ def gpu_info(device: int = 0) -> GpuInfo | None:
     return gpus[device] if 0 <= device < len(gpus) else None
 
 
+REHEARSAL_ENV = "CUDA_AGENT_REHEARSAL"
+"""Tests only: ``CUDA_AGENT_REHEARSAL=cpu`` runs an evaluation's whole choreography (workers, trials,
+timing, checksums, re-check, verdict) on the CPU, with CPU kernels registered for the CPU, so that
+CI exercises it without a GPU. Its timings are CPU timings and mean nothing; its verdicts say so."""
+
+
+def rehearsal() -> bool:
+    return os.environ.get(REHEARSAL_ENV) == "cpu"
+
+
 def no_gpu_reason() -> str | None:
     """None when a CUDA GPU is usable here, else a plain sentence saying why not."""
+    if rehearsal():
+        return None
     if not list_gpus():
         return ("no CUDA GPU found on this host (nvidia-smi lists none): correctness and timing need one. "
                 "Static checks run anywhere: `cuda-agent check SOLUTION`.")

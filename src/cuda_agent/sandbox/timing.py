@@ -24,10 +24,33 @@ import time
 
 import torch
 
+from .gpu import rehearsal
+
 _perf_counter = time.perf_counter
 _synchronize = torch.cuda.synchronize
 _Event = torch.cuda.Event
 _median = statistics.median
+
+
+class _HostEvent:
+    """CPU stand-in for torch.cuda.Event in a rehearsal (gpu.REHEARSAL_ENV): host clock only."""
+
+    def __init__(self, enable_timing: bool = True):
+        self.t = 0.0
+
+    def record(self) -> None:
+        self.t = _perf_counter()
+
+    def elapsed_time(self, other: "_HostEvent") -> float:
+        return (other.t - self.t) * 1e3
+
+
+def _no_sync() -> None:
+    pass
+
+
+if rehearsal():
+    _synchronize, _Event = _no_sync, _HostEvent
 
 
 class InputRing:
@@ -118,7 +141,8 @@ def _to_device(x, device):
 
 class L2Flusher:
     def __init__(self, device: torch.device):
-        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 << 20) or (50 << 20)
+        l2 = (getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 << 20) or (50 << 20)
+              if device.type == "cuda" else 1 << 20)
         self.buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
 
     def __call__(self) -> None:

@@ -31,11 +31,14 @@ import torch._dynamo  # noqa: F401 - the harness's own lazy imports, paid while 
 import torch.profiler  # noqa: F401   for its first message (see guards.settle_harness)
 
 from . import guards, timing
+from .gpu import rehearsal
 from .guards import TorchOpGuard, bitwise_equal, integrity_diff, integrity_snapshot, overlaps, storages
 from .timing import InputRing, L2Flusher
 
 _save = torch.save
-_sync = torch.cuda.synchronize
+_REHEARSAL = rehearsal()  # tests only: the CPU stands in for the GPU (gpu.REHEARSAL_ENV)
+_sync = timing._no_sync if _REHEARSAL else torch.cuda.synchronize
+_COMPILE_BACKEND = "eager" if _REHEARSAL else "inductor"
 _active_count = threading.active_count
 _thread_starts = guards.count_thread_starts()
 _perf = time.perf_counter
@@ -86,7 +89,7 @@ class Worker:
     def __init__(self, conn):
         self.conn = conn
         self._send_bytes = conn.send_bytes
-        self.device = torch.device("cuda", 0)
+        self.device = torch.device("cpu") if _REHEARSAL else torch.device("cuda", 0)
         self.role = None
         self.model = None
         self.compiled = None
@@ -130,12 +133,14 @@ class Worker:
         self.role = msg["role"]
         self.strict = msg.get("strict", True) and self.role == "candidate" and not msg.get("calibrate")
         set_precision(msg["precision"])
-        torch.cuda.set_device(self.device)
+        if not _REHEARSAL:
+            torch.cuda.set_device(self.device)
         torch.empty(1, device=self.device)
         self.flush = L2Flusher(self.device)
         self.gap_ms = timing.measure_gap(self.device, self.flush)
         info = {"gap_ms": self.gap_ms, "precision": precision_state(),
-                "gpu": str(torch.cuda.get_device_name(self.device)), "torch": str(torch.__version__)}
+                "gpu": "CPU (rehearsal: timings mean nothing)" if _REHEARSAL else str(torch.cuda.get_device_name(self.device)),
+                "torch": str(torch.__version__)}
         if self.role == "reference" or msg.get("calibrate"):
             task = _exec_task(msg["task_source"], msg["task_origin"])
             torch.manual_seed(msg["seed"])
@@ -201,7 +206,7 @@ class Worker:
                 if isinstance(leaf, torch.Tensor):
                     if type(leaf) is not torch.Tensor:
                         flags.append(f"lazy_output: output is a {type(leaf).__qualname__}, not a plain torch.Tensor")
-                    elif leaf.device.type != "cuda":
+                    elif leaf.device.type != self.device.type:
                         flags.append("output_not_on_gpu: an output tensor lives on the CPU")
             if overlaps(storages(out), storages(bufs)):
                 flags.append("output_aliases_input: an output shares memory with an input")
@@ -241,7 +246,7 @@ class Worker:
         """torch.compile the reference and run it once (compilation is CPU work: done before the
         evaluator takes the GPU lock)."""
         t0 = _perf()
-        self.compiled = torch.compile(self.model)
+        self.compiled = torch.compile(self.model, backend=_COMPILE_BACKEND)
         with torch.no_grad():
             self.compiled(*[x.to(self.device) if isinstance(x, torch.Tensor) else x for x in msg["inputs"]])
         _sync()
@@ -252,7 +257,7 @@ class Worker:
         first_call_s = None
         if msg.get("target") == "compile":
             if self.compiled is None:
-                self.compiled = torch.compile(self.model)
+                self.compiled = torch.compile(self.model, backend=_COMPILE_BACKEND)
             fn = self.compiled
         ring = InputRing(msg["inputs"], self.device)
         with torch.no_grad():
@@ -299,6 +304,8 @@ class Worker:
 
         fn, ring, _n = self.timing_state
         iters = msg.get("iters", 3)
+        if _REHEARSAL:  # no CUDA kernels to take a census of on the CPU
+            return {"kernels": [], "iters": iters, "integrity": self._integrity()}
         sets = [ring.next() for _ in range(iters)]  # refreshed outside the trace: only forward is traced
         with torch.no_grad():
             fn(*sets[0])

@@ -1,0 +1,78 @@
+"""An evaluation end to end on the CPU (a rehearsal: CUDA_AGENT_REHEARSAL=cpu). The CPU stands in
+for the GPU: real worker processes, real builds (nvcc, host code registered for the CPU), trials,
+baselines, timing with the timed-output checksums, re-check and verdict. Timings mean nothing here;
+what is tested is the choreography and the dynamic defenses. The GPU suite (tests/gpu) is the real thing.
+"""
+
+import shutil
+
+import pytest
+
+from cuda_agent.sandbox import SandboxConfig, evaluate, load_solution
+from cuda_agent.tasks import load_task
+
+from .conftest import SOLUTIONS, TASKS
+
+pytestmark = pytest.mark.nvcc
+
+TASK = TASKS / "swish_small.py"
+HONEST = SOLUTIONS / "rehearsal_swish_cpu"
+
+
+@pytest.fixture
+def rehearse(monkeypatch, tmp_path_factory):
+    monkeypatch.setenv("CUDA_AGENT_REHEARSAL", "cpu")
+    cache = tmp_path_factory.getbasetemp() / "rehearsal_cache"  # one cache for the module: builds, baselines
+
+    def run(solution, **overrides):
+        cfg = dict(cache_dir=cache, rep_ms=20.0, warmup_ms=5.0, run_timeout_s=120.0, profile=False)
+        cfg.update(overrides)
+        return evaluate(load_task(TASK), load_solution(solution), SandboxConfig(**cfg))
+
+    return run
+
+
+def _variant(tmp_path, model_new: str):
+    """The honest CPU workspace with another model_new.py (the kernels stay the same)."""
+    ws = tmp_path / "ws"
+    shutil.copytree(HONEST, ws)
+    (ws / "model_new.py").write_text(model_new)
+    return ws
+
+
+def test_honest_solution_is_correct_and_every_timed_output_is_checked(rehearse):
+    v = rehearse(HONEST)
+    assert v.verdict == "correct", (v.reasons, v.log)
+    assert v.reward >= 1 and v.num_trials >= 7 and "rehearsal" in v.gpu
+    assert v.timing["timed_outputs_checked"] == v.timing["iters"] > 0
+    assert set(v.timing["phases_s"]) == {"build", "reference_setup", "candidate_setup", "compile", "gpu_phase"}
+    assert v.timing["warmup"]["warmup_calls"] > 0
+    assert v.timing["gpu_lock_intervals"] and all(b >= a for a, b in v.timing["gpu_lock_intervals"])
+    again = rehearse(HONEST)
+    assert again.verdict == "correct" and again.baseline_cached and again.build_s < 0.5
+
+
+def test_skipping_work_while_timed_is_caught(rehearse, tmp_path):
+    ws = _variant(tmp_path, (SOLUTIONS / "cheat_skip_while_timed" / "model_new.py").read_text())
+    v = rehearse(ws)
+    assert v.verdict == "incorrect" and "timed_outputs_wrong" in v.flags, (v.verdict, v.reasons)
+    assert v.reward == -1
+
+
+def test_short_lived_thread_is_seen_without_the_static_rules(rehearse, tmp_path):
+    ws = _variant(tmp_path, (SOLUTIONS / "cheat_thread" / "model_new.py").read_text())
+    v = rehearse(ws, static_rules=False)
+    assert v.verdict == "rejected" and "threads" in v.flags, (v.verdict, v.reasons)
+
+
+def test_lazy_tensor_output_is_rejected_without_the_static_rules(rehearse, tmp_path):
+    ws = _variant(tmp_path, (SOLUTIONS / "cheat_lazy_tensor" / "model_new.py").read_text())
+    v = rehearse(ws, static_rules=False)
+    assert v.verdict == "rejected" and "lazy_output" in v.flags, (v.verdict, v.reasons)
+
+
+def test_wrong_output_is_incorrect(rehearse, tmp_path):
+    ws = _variant(tmp_path, "import torch.nn as nn\n\nimport cuda_ext\n\n\nclass ModelNew(nn.Module):\n"
+                            "    def forward(self, x):\n        return cuda_ext.ew(cuda_ext.ew(x.contiguous()))\n")
+    v = rehearse(ws)
+    assert v.verdict == "incorrect" and v.reward == -1, (v.verdict, v.reasons)
