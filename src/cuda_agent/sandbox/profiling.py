@@ -93,12 +93,12 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
     try:
         ref = WorkerProcess(env=env, label="reference")
         workers.append(ref)
-        setup = ref.request(reference_setup(task, config, seed, init_inputs), config.baseline_timeout_s)
         cand_env = worker_env(config, built)
+        cand = WorkerProcess(env=cand_env, cwd=str(solution.root), label="candidate")  # loads while ref sets up
+        workers.append(cand)
+        setup = ref.request(reference_setup(task, config, seed, init_inputs), config.baseline_timeout_s)
         cand_msg = candidate_setup(task, solution, built, dataclasses.replace(config, strict=True, calibrate=False),
                                    seed, init_inputs, setup["state_dict"])
-        cand = WorkerProcess(env=cand_env, cwd=str(solution.root), label="candidate")
-        workers.append(cand)
         cand.request(cand_msg, config.run_timeout_s)
         with gpu_lock(config.cache_dir, config.device):
             for worker, target, attr in ((ref, "model", "eager"), (ref, "compile", "compile"),
