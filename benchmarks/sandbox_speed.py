@@ -114,12 +114,14 @@ def main() -> None:
         runs += [eval_json(task_sol, cache) for _ in range(4)]
         ms = [r["ms"] for r in runs]
         res["repeatability"] = {"ms": ms, "max_over_min": round(max(ms) / min(ms), 4),
-                                "eval_s": [r["eval_s"] for r in runs], "verdicts": [r["verdict"] for r in runs]}
+                                "eval_s": [r["eval_s"] for r in runs], "verdicts": [r["verdict"] for r in runs],
+                                "warmup": [r["timing"].get("warmup") for r in runs],
+                                "phases_s": [r["timing"].get("phases_s") for r in runs]}
         print("repeatability:", json.dumps(res["repeatability"]), flush=True)
         _write(args.out, res)
     if "calibrate" in parts:
         cal = [eval_json([str(GEMM_TASK), "--calibrate"], cache) for _ in range(2)]
-        res["calibration"] = {"speedup_vs_eager": [c["speedup_vs_eager"] for c in cal],
+        res["calibration"] = {"speedup_vs_eager": [c["speedup_vs_eager"] for c in cal], "ms": [c["ms"] for c in cal],
                               "verdicts": [c["verdict"] for c in cal]}
         print("calibration:", json.dumps(res["calibration"]), flush=True)
         _write(args.out, res)
