@@ -2,7 +2,8 @@
 # What still has to run on the H200, in stages that each fit one device call (<= ~9.5 min).
 # Usage (from the device tool, repo root):  bash benchmarks/device_verify.sh STAGE
 #   tests    - pytest -m gpu: sandbox (honest, failures, every cheat, static-off), agent, synth GPU
-#   figures  - sandbox repeatability / calibration / hardening cost; agent loop overhead
+#   figures  - sandbox repeatability (the GEMM and a compute-bound sin loop) / calibration / hardening cost
+#   agent    - the agent loop's overhead on the replayed episode (cold + warm caches)
 #   synth    - the synth GPU pass on 200 tasks
 #   bench    - 26-problem --solutions run, kill + resume, report (~8 min with cold baselines)
 #   throughput - builds per minute and the GPU-busy share of a cached bench run (per-gpu 4)
@@ -20,9 +21,11 @@ case "$stage" in
       -p no:benchmark --durations=25 > "$OUT/gpu_tests.log" 2>&1
     grep -E "(PASSED|FAILED|ERROR) |passed|failed" "$OUT/gpu_tests.log" | sed 's/.*\] //' | tail -60 ;;
   figures)
-    timeout 300 python3 benchmarks/sandbox_speed.py --skip-load-inline \
-      --parts baselines,repeat,calibrate,hardening --out "$OUT/sandbox_speed.json" 2>&1 | tee "$OUT/sandbox_speed.log" | tail -8
-    timeout 220 python3 benchmarks/agent_overhead.py --episodes cold --out "$OUT/agent_overhead.json" 2>&1 | tee "$OUT/agent_overhead.log" | tail -12 ;;
+    timeout 500 python3 benchmarks/sandbox_speed.py --skip-load-inline \
+      --parts baselines,repeat,calibrate,hardening --repeat-extra tests/tasks/sin_loop.py:tests/solutions/honest_sin_loop \
+      --out "$OUT/sandbox_speed.json" 2>&1 | tee "$OUT/sandbox_speed.log" | tail -8 ;;
+  agent)
+    timeout 400 python3 benchmarks/agent_overhead.py --out "$OUT/agent_overhead.json" 2>&1 | tee "$OUT/agent_overhead.log" | tail -12 ;;
   synth)
     PYTHONPATH=src timeout 560 python3 benchmarks/synth_gpu.py --count 200 --work /tmp/synth_gpu --time-budget 500 \
       2>&1 | tee "$OUT/synth_gpu.log" | tail -20 ;;

@@ -6,7 +6,9 @@
 1. Cold build of a one-kernel workspace solution vs ``load_inline`` with torch/extension.h for
    the same kernel (fresh caches for both), and the rebuild of unchanged sources.
 2. Baselines: a first and a second evaluation of the same task (the second reads SQLite).
-3. Repeatability: the same solution evaluated in 5 separate processes (``cuda-agent eval``).
+3. Repeatability: the same solution evaluated in 5 separate processes (``cuda-agent eval``);
+   ``--repeat-extra TASK:SOLUTION`` repeats it for a second pair (e.g. a compute-bound kernel that
+   owns no cuBLAS handle, to tell the harness's spread from one kernel's).
 4. Calibration: the task's own Model as the candidate (``--calibrate``).
 5. Cost of hardening: the same evaluation with the dynamic guards off (``--no-strict``).
 """
@@ -84,6 +86,8 @@ def main() -> None:
     ap.add_argument("--skip-load-inline", action="store_true")
     ap.add_argument("--parts", default="build,baselines,repeat,calibrate,hardening",
                     help="comma-separated subset to run (baselines is needed by the later parts)")
+    ap.add_argument("--repeat-extra", default=None, metavar="TASK:SOLUTION",
+                    help="also run the repeatability part on this pair (its first evaluation fills the baselines)")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
     res: dict = {"date": time.strftime("%Y-%m-%d"), "argv": sys.argv}
@@ -132,6 +136,21 @@ def main() -> None:
                             "strict_ms_median": statistics.median(r["ms"] for r in runs),
                             "no_strict_ms_median": statistics.median(r["ms"] for r in loose)}
         print("hardening:", json.dumps(res["hardening"]), flush=True)
+        _write(args.out, res)
+    if args.repeat_extra:  # last, so that a failure here costs none of the figures above
+        pair = args.repeat_extra.split(":")
+        try:
+            eval_json(pair, cache)  # baselines (torch.compile) outside the five
+            extra = [eval_json(pair, cache) for _ in range(5)]
+        except RuntimeError as e:
+            res["repeatability_extra"] = {"pair": pair, "error": str(e)[-2000:]}
+        else:
+            ms = [r["ms"] for r in extra]
+            res["repeatability_extra"] = {"pair": pair, "ms": ms, "verdicts": [r["verdict"] for r in extra],
+                                          "max_over_min": round(max(ms) / min(ms), 4) if all(ms) else None,
+                                          "eager_ms": extra[0]["eager_ms"],
+                                          "warmup": [r["timing"].get("warmup") for r in extra]}
+        print("repeatability (extra):", json.dumps(res["repeatability_extra"]), flush=True)
         _write(args.out, res)
 
 
