@@ -5,7 +5,7 @@
 #   figures  - sandbox repeatability (the GEMM and a compute-bound sin loop) / calibration / hardening cost
 #   agent    - the agent loop's overhead on the replayed episode (cold + warm caches)
 #   synth    - the synth GPU pass on 200 tasks
-#   bench    - 26-problem --solutions run, kill + resume, report (~8 min with cold baselines)
+#   bench    - 26-problem --solutions run, SIGKILL after 150 s + resume, report (<= 8 min)
 #   throughput - builds per minute and the GPU-busy share of a cached bench run (per-gpu 4)
 #   train    - train smoke (needs the wheels in .whl/, see docs/train.md: carry ".whl")
 # Every stage writes its logs under $OUT (the device tool brings them back) as it goes.
@@ -31,13 +31,17 @@ case "$stage" in
       2>&1 | tee "$OUT/synth_gpu.log" | tail -20 ;;
   bench)
     python3 benchmarks/make_bench_problems.py --out /tmp/bench_problems > "$OUT/bench_make.log" 2>&1
-    timeout 420 cuda-agent bench --kernelbench /tmp/bench_problems/kb --levels 1,2 \
-      --solutions /tmp/bench_problems/solutions --out /tmp/bench_run --per-gpu 2 --no-progress > "$OUT/bench_run.log" 2>&1
+    bench="cuda-agent bench --kernelbench /tmp/bench_problems/kb --levels 1,2 --solutions /tmp/bench_problems/solutions \
+      --out /tmp/bench_run --per-gpu 4 --no-progress"
+    timeout -s KILL 150 $bench > "$OUT/bench_run.log" 2>&1   # SIGKILLed mid-run...
+    python3 benchmarks/make_bench_problems.py --check /tmp/bench_run --expected /tmp/bench_problems/expected.json \
+      > "$OUT/bench_check_killed.log" 2>&1
+    timeout 330 $bench > "$OUT/bench_resume.log" 2>&1         # ...and resumed by the same command
     python3 benchmarks/make_bench_problems.py --check /tmp/bench_run --expected /tmp/bench_problems/expected.json \
       2>&1 | tee "$OUT/bench_check.log" | tail -5
     cuda-agent report /tmp/bench_run > "$OUT/report_cmd.log" 2>&1 && cp /tmp/bench_run/report/report.md "$OUT/" \
       && cp /tmp/bench_run/report/report.html "$OUT/"
-    tail -5 "$OUT/bench_run.log" ;;
+    tail -5 "$OUT/bench_resume.log" ;;
   throughput)
     python3 benchmarks/make_bench_problems.py --out /tmp/bench_problems > "$OUT/bench_make.log" 2>&1
     timeout 540 python3 benchmarks/bench_throughput.py --problems /tmp/bench_problems --out /tmp/bench_tp \
