@@ -76,3 +76,16 @@ def test_wrong_output_is_incorrect(rehearse, tmp_path):
                             "    def forward(self, x):\n        return cuda_ext.ew(cuda_ext.ew(x.contiguous()))\n")
     v = rehearse(ws)
     assert v.verdict == "incorrect" and v.reward == -1, (v.verdict, v.reasons)
+
+
+def test_spare_workers_serve_the_next_evaluation(rehearse):
+    from cuda_agent.sandbox.process import SPARES
+
+    try:
+        assert rehearse(HONEST, spare_workers=2).verdict == "correct"
+        before = SPARES.taken
+        v = rehearse(HONEST, spare_workers=2)
+        assert v.verdict == "correct", (v.reasons, v.log)
+        assert SPARES.taken - before == 2  # the reference and the candidate both came ready
+    finally:
+        SPARES.close()

@@ -89,7 +89,7 @@ def config_from_args(args: argparse.Namespace):
 
     config = AgentConfig(max_turns=args.max_turns, max_wall_s=args.max_wall_s, max_tokens=args.max_tokens,
                          target_speedup=None if args.no_stop_at_target else args.target_speedup,
-                         sandbox=SandboxConfig(precision=args.precision, device=args.device))
+                         sandbox=SandboxConfig(precision=args.precision, device=args.device, spare_workers=2))
     if args.context_tokens:
         config.context.context_tokens = args.context_tokens
     return config

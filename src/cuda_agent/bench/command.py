@@ -121,7 +121,7 @@ def _run(args: argparse.Namespace) -> int:
         per_gpu=args.per_gpu, build_jobs=args.build_jobs, agent_jobs=args.agent_jobs,
         task_timeout_s=args.task_timeout, ray_address=args.ray, progress=not args.no_progress,
         sandbox=SandboxConfig(precision=args.precision, num_trials=args.trials,
-                              use_baseline_cache=not args.no_baseline_cache, seed=args.seed),
+                              use_baseline_cache=not args.no_baseline_cache, seed=args.seed, spare_workers=2),
         argv=sys.argv[1:])
     outcome = Bench(config).run()
     _print_summary(config, outcome)

@@ -58,6 +58,9 @@ class SandboxConfig:
     profile: bool = True
     """Take a short torch.profiler trace of the candidate: it feeds the kernel census (strict)
     and the verdict's ``profile`` table."""
+    spare_workers: int = 0
+    """Worker processes kept started ahead of need (see process.start_worker): for long-lived callers
+    that evaluate again and again (bench, agent, evaluation service); 0 for one-shot evaluations."""
     device: int = 0
     cache_dir: Path = field(default_factory=default_cache_dir)
     arch: str | None = None

@@ -30,7 +30,7 @@ from .compare import DOWNGRADE_CEILING, compare
 from .config import SandboxConfig
 from .gpu import GpuLock, no_gpu_reason
 from .logs import trim_traceback
-from .process import BadReply, WorkerDied, WorkerError, WorkerProcess, WorkerTimeout
+from .process import BadReply, WorkerDied, WorkerError, WorkerProcess, WorkerTimeout, start_worker
 from .reward import paper_reward
 from .solution import REFERENCE, Solution, reference_solution
 from .static import check_solution, rejecting
@@ -106,14 +106,15 @@ class _Evaluation:
         try:
             self.ref_env = env
             self.ref_setup = reference_setup(self.task, cfg, self.seed, init_inputs)
-            self.ref = WorkerProcess(env=env, label="reference")
+            self.ref = start_worker(env, "reference", cfg.spare_workers)
             self.ref.send(self.ref_setup)
             built = self._build()
             if built is None:
                 return
             self._mark("build")
             # started now, so that its interpreter and torch load while the reference sets up
-            self.cand = WorkerProcess(env=worker_env(cfg, built), cwd=str(self.solution.root), label="candidate")
+            cand_env = worker_env(cfg, built)  # a load_inline build's own env: no spares for it
+            self.cand = start_worker(cand_env, "candidate", cfg.spare_workers if cand_env == env else 0)
             ref_info = self._ref_step(lambda: self.ref.receive("setup", cfg.baseline_timeout_s))
             if ref_info is None:
                 return
@@ -142,10 +143,9 @@ class _Evaluation:
         finally:
             if self.baseline_claim is not None:
                 self.baseline_claim.close()
-            for w in (self.cand, self.ref):
+            for w in (self.cand, self.ref):  # nothing left to say to them: no graceful exit to wait for
                 if w is not None:
-                    w.close()
-                    w.cleanup()
+                    w.cleanup(wait=False)
 
     def _mark(self, phase: str) -> None:
         """Seconds since the previous mark, under timing["phases_s"] (where an evaluation's time goes)."""

@@ -3,10 +3,16 @@
 Workers are fresh processes (``python -m cuda_agent.sandbox.worker``), one role and one
 evaluation each, in their own session so that a kill takes any children with them. Their
 stdout/stderr go to a log file that feeds the verdict's ``log`` on a crash.
+
+With ``SandboxConfig.spare_workers > 0``, :func:`start_worker` keeps that many workers started
+ahead of need (Python, torch and the harness imported; no CUDA context, no task or candidate code
+yet), so that a long-lived caller (bench lanes, the agent, the evaluation service) does not wait
+for interpreter start-up. A spare still serves one role of one evaluation and then exits.
 """
 
 from __future__ import annotations
 
+import atexit
 import io
 import os
 import pickle
@@ -15,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -123,20 +130,25 @@ class WorkerProcess:
                 pass
         self.kill()
 
-    def kill(self) -> None:
+    def kill(self, wait: bool = True) -> None:
+        """SIGKILL the worker's process group. ``wait=False`` leaves the reaping (the driver's
+        teardown of a CUDA context can take a while) to a background thread."""
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 self.proc.kill()
-            self.proc.wait()
+            if wait:
+                self.proc.wait()
+            else:
+                threading.Thread(target=self.proc.wait, daemon=True).start()
         try:
             self.conn.close()
         except OSError:
             pass
 
-    def cleanup(self) -> None:
-        self.kill()
+    def cleanup(self, wait: bool = True) -> None:
+        self.kill(wait)
         try:
             os.unlink(self.log_file.name)
         except OSError:
@@ -157,3 +169,47 @@ def _signal_name(code: int | None) -> str:
         except ValueError:
             return f" (signal {-code})"
     return ""
+
+
+class SparePool:
+    """Workers started before they are needed, keyed by their environment (see the module doc)."""
+
+    def __init__(self) -> None:
+        self._free: list[tuple[tuple, WorkerProcess]] = []
+        self._lock = threading.Lock()
+        self.taken = 0
+        atexit.register(self.close)
+
+    def take(self, env: dict[str, str], label: str, keep: int) -> WorkerProcess:
+        """A started worker for ``env``: a spare if one is ready, else a new one; then top the
+        spares for ``env`` up to ``keep`` (they start in the background)."""
+        key = tuple(sorted(env.items()))
+        with self._lock:
+            self._free = [(k, w) for k, w in self._free if w.proc.poll() is None]  # drop any that died
+            worker = next((w for k, w in self._free if k == key), None)
+            if worker is not None:
+                self._free = [(k, w) for k, w in self._free if w is not worker]
+                self.taken += 1
+            waiting = sum(1 for k, _ in self._free if k == key)
+            for _ in range(max(0, keep - waiting)):
+                self._free.append((key, WorkerProcess(env=env, label="spare")))
+        if worker is None:
+            return WorkerProcess(env=env, label=label)
+        worker.label = label
+        return worker
+
+    def close(self) -> None:
+        with self._lock:
+            free, self._free = self._free, []
+        for _, w in free:
+            w.cleanup()
+
+
+SPARES = SparePool()
+
+
+def start_worker(env: dict[str, str], label: str, spares: int = 0) -> WorkerProcess:
+    """A worker process for one role of one evaluation; ``spares`` > 0 keeps that many started ahead."""
+    if spares <= 0:
+        return WorkerProcess(env=env, label=label)
+    return SPARES.take(env, label, spares)

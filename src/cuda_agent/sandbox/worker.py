@@ -36,6 +36,7 @@ from .guards import TorchOpGuard, bitwise_equal, integrity_diff, integrity_snaps
 from .timing import InputRing, L2Flusher
 
 _save = torch.save
+_START_CWD = os.getcwd()
 _REHEARSAL = rehearsal()  # tests only: the CPU stands in for the GPU (gpu.REHEARSAL_ENV)
 _sync = timing._no_sync if _REHEARSAL else torch.cuda.synchronize
 _COMPILE_BACKEND = "eager" if _REHEARSAL else "inductor"
@@ -155,13 +156,17 @@ class Worker:
         guards.settle_harness(self.device)
         self.snapshot = integrity_snapshot((guards, timing, sys.modules[__name__]))
         sol = msg["solution"]
+        # the solution's directory is the working directory and first on the path (a spare worker
+        # started elsewhere: what the caller's directory holds is not the candidate's to import)
+        os.chdir(sol["root"])
+        sys.path[:] = [p for p in sys.path if p not in ("", _START_CWD)]
+        sys.path.insert(0, sol["root"])
         if sol.get("library"):
             if sol.get("python_module"):
                 _load_module("cuda_ext", sol["library"])
             else:
                 torch.ops.load_library(sol["library"])
                 sys.modules["cuda_ext"] = torch.ops.cuda_ext
-        sys.path.insert(0, sol["root"])
         module = _load_module("model_new", sol["model_file"])
         cls = getattr(module, "ModelNew", None)
         if cls is None:

@@ -91,7 +91,7 @@ class EvalService:
     def start(self) -> "EvalService":
         cfg = self.config
         for gpu in cfg.gpus:
-            sandbox = SandboxConfig(device=gpu, precision=cfg.precision, rep_ms=cfg.rep_ms,
+            sandbox = SandboxConfig(device=gpu, precision=cfg.precision, rep_ms=cfg.rep_ms, spare_workers=2,
                                     **({"cache_dir": cfg.cache_dir} if cfg.cache_dir else {}))
             for slot in range(cfg.per_gpu):
                 t = threading.Thread(target=self._work, args=(gpu, LocalEvaluator(sandbox)),
