@@ -22,7 +22,7 @@ from .build import build
 from .config import SandboxConfig
 from .evaluator import candidate_setup, reference_setup, worker_env
 from .gpu import gpu_lock, no_gpu_reason
-from .process import WorkerDied, WorkerError, WorkerProcess, WorkerTimeout
+from .process import WorkerDied, WorkerError, WorkerProcess, WorkerTimeout, start_worker
 from .solution import Solution
 
 NCU_METRICS = ("gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,"
@@ -91,10 +91,10 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
     timing = {"inputs": rotation, "warmup_ms": 5.0, "rep_ms": 10.0, "min_iters": 1, "max_iters": 20}
     workers: list[WorkerProcess] = []
     try:
-        ref = WorkerProcess(env=env, label="reference")
+        ref = start_worker(env, "reference", config.spare_workers)
         workers.append(ref)
         cand_env = worker_env(config, built)
-        cand = WorkerProcess(env=cand_env, cwd=str(solution.root), label="candidate")  # loads while ref sets up
+        cand = start_worker(cand_env, "candidate", config.spare_workers if cand_env == env else 0)  # loads meanwhile
         workers.append(cand)
         setup = ref.request(reference_setup(task, config, seed, init_inputs), config.baseline_timeout_s)
         cand_msg = candidate_setup(task, solution, built, dataclasses.replace(config, strict=True, calibrate=False),
@@ -115,8 +115,7 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
         report.error = str(e)
     finally:
         for w in workers:
-            w.close()
-            w.cleanup()
+            w.cleanup(wait=False)
     return report
 
 
