@@ -89,3 +89,31 @@ def test_spare_workers_serve_the_next_evaluation(rehearse):
         assert SPARES.taken - before == 2  # the reference and the candidate both came ready
     finally:
         SPARES.close()
+
+
+def test_bench_runs_real_evaluations_and_leaves_no_worker_behind(tmp_path, monkeypatch):
+    """`cuda-agent bench --solutions` in its own process, with lanes, spare workers and the real sandbox."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    kb = tmp_path / "kb" / "level1"
+    kb.mkdir(parents=True)
+    (kb / "1_Swish.py").write_text(TASK.read_text())
+    (kb / "2_Swish.py").write_text(TASK.read_text().replace("cols = 1024", "cols = 512"))
+    sols = tmp_path / "solutions"
+    shutil.copytree(HONEST, sols / "L1_1")
+    shutil.copytree(HONEST, sols / "L1_2")
+    shutil.copy(SOLUTIONS / "cheat_skip_while_timed" / "model_new.py", sols / "L1_2" / "model_new.py")
+    env = dict(os.environ, CUDA_AGENT_REHEARSAL="cpu", CUDA_AGENT_CACHE=str(tmp_path / "cache"))
+    p = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "bench", "--kernelbench", str(tmp_path / "kb"),
+                        "--levels", "1", "--solutions", str(sols), "--out", str(tmp_path / "run"), "--no-progress"],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    rows = {r["task"]: r["verdict"] for r in map(json.loads, (tmp_path / "run" / "results.jsonl").read_text().splitlines())}
+    assert rows["L1_1"]["verdict"] == "correct"
+    assert rows["L1_2"]["verdict"] == "incorrect" and "timed_outputs_wrong" in rows["L1_2"]["flags"]
+    left = subprocess.run(["pgrep", "-f", "cuda_agent.sandbox.worker"], capture_output=True, text=True).stdout.split()
+    assert not [pid for pid in left if os.path.exists(f"/proc/{pid}/environ") and
+                str(tmp_path) in open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace")]
