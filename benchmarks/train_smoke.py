@@ -61,7 +61,6 @@ def main() -> int:
     if not torch.cuda.is_available() and not args.allow_cpu:
         print("train_smoke: needs a CUDA GPU", file=sys.stderr)
         return 3
-    from cuda_agent.sandbox import SandboxConfig
     from cuda_agent.train.agent_env import SessionConfig, initial_messages
     from cuda_agent.train.agentic import AgenticStage
     from cuda_agent.train.client import EvalClient

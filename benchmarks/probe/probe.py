@@ -1,5 +1,5 @@
 """One-off environment probe for the H200 device (kept for reference; see RESULTS.md)."""
-import os, subprocess, sys, time, shutil, sysconfig, json
+import os, subprocess, time, shutil
 import torch, torch.utils.cpp_extension as ce
 from torch.utils._python_dispatch import TorchDispatchMode
 here = os.path.dirname(os.path.abspath(__file__))

@@ -41,7 +41,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import rules
-from .rules import DrawCtx, Drawn, NoDraw
+from .rules import DrawCtx, NoDraw
 
 PROBE_SHAPES: dict[int, tuple[int, ...]] = {
     1: (6,), 2: (6, 8), 3: (6, 4, 8), 4: (6, 4, 6, 8), 5: (6, 4, 4, 6, 8),

@@ -7,7 +7,7 @@ Defaults are for real use (the paper's numbers where it gives them); presets in
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
