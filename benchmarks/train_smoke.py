@@ -50,6 +50,9 @@ def main() -> int:
     p.add_argument("--budget-s", type=float, default=540.0, help="skip stages that would start after this")
     p.add_argument("--min-reward", type=float, default=1.0, help="RFT keeps episodes with at least this reward")
     p.add_argument("--small", action="store_true", help="a smaller tiny model and shorter generations")
+    p.add_argument("--rehearsal", action="store_true",
+                   help="CPU check of the whole demo with real verdicts: the sandbox's CPU rehearsal "
+                        "(CUDA_AGENT_REHEARSAL=cpu) and a host-code honest solution (tests/solutions/rehearsal_swish_cpu)")
     p.add_argument("--allow-cpu", action="store_true",
                    help="plumbing check without a GPU (verify says no GPU: use --min-reward -1 --small)")
     args = p.parse_args()
@@ -58,7 +61,7 @@ def main() -> int:
 
     import torch
 
-    if not torch.cuda.is_available() and not args.allow_cpu:
+    if not torch.cuda.is_available() and not (args.allow_cpu or args.rehearsal):
         print("train_smoke: needs a CUDA GPU", file=sys.stderr)
         return 3
     from cuda_agent.train.agent_env import SessionConfig, initial_messages
@@ -101,7 +104,14 @@ def main() -> int:
                 return typ is not None and issubclass(typ, Exception)
         return T()
 
-    pairs = honest_pairs(ROOT)[: args.tasks]
+    if args.rehearsal:
+        from cuda_agent.tasks import load_task
+
+        os.environ["CUDA_AGENT_REHEARSAL"] = "cpu"
+        pairs = [(load_task(ROOT / "tests/tasks/swish_small.py", name="swish_small"),
+                  ROOT / "tests/solutions/rehearsal_swish_cpu")]
+    else:
+        pairs = honest_pairs(ROOT)[: args.tasks]
     tasks = [t for t, _ in pairs]
     task_dir = out / "tasks"
     task_dir.mkdir()
