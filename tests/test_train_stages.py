@@ -153,3 +153,23 @@ def test_agentic_environment_runs_real_tools(workdir, cache_dir):
     env.submit(summary="x")
     assert "episode is over" in env.read_file(path="model.py")
     assert env.get_reward() == -1.0
+
+
+def test_trl_renders_our_tools_exactly_as_the_agent_presents_them():
+    """TRL lists an environment's tool methods by name and renders each through transformers'
+    get_json_schema; the agent presents its schemas in TRAINING_TOOLS order. Both must give the
+    same JSON, or a policy trained on recorded trajectories (RFT) meets another prompt in the
+    agentic stage (a memorizing tiny model then makes no tool call at all)."""
+    import inspect
+
+    pytest.importorskip("transformers")
+    from transformers.utils import get_json_schema
+
+    from cuda_agent.train.agent_env import SessionConfig, tool_schemas
+    from cuda_agent.train.agentic import environment_class
+
+    schemas = tool_schemas(SessionConfig())
+    env_cls = environment_class(schemas, lambda row: None)
+    methods = [getattr(env_cls(), n) for n, _ in inspect.getmembers(env_cls, predicate=inspect.isfunction)
+               if n not in ("reset", "get_reward") and not n.startswith("_")]
+    assert [get_json_schema(m) for m in methods] == schemas

@@ -28,7 +28,9 @@ from ..sandbox.reward import REWARDS
 from ..tasks import Task
 from .evaluator import Evaluator, LocalEvaluator
 
-TRAINING_TOOLS = ("bash", "read_file", "write_file", "edit_file", "glob", "grep", "compile", "verify", "submit")
+TRAINING_TOOLS = ("bash", "compile", "edit_file", "glob", "grep", "read_file", "submit", "verify", "write_file")
+"""In name order: TRL lists an environment's tool methods by name, so the prompts of recorded
+trajectories (RFT data) and of TRL's agentic rollouts show the tools in the same order."""
 OVER = "The episode is over (you submitted); no further tool calls are run."
 
 

@@ -43,16 +43,18 @@ def _method_source(schema: dict[str, Any]) -> str:
         if not key.isidentifier() or keyword.iskeyword(key):
             raise ValueError(f"argument {key!r} of tool {name!r} is not a Python identifier")
         typ = _PY_TYPES.get(props[key].get("type"), "str")
-        args.append(f"{key}: {typ}" if key in required else f"{key}: {typ} | None = None")
+        # `typ = None`, not `typ | None`: TRL renders the schema from this signature, and an Optional hint
+        # would add "nullable" that the agent's own schema (what RFT data shows) does not have
+        args.append(f"{key}: {typ}" if key in required else f"{key}: {typ} = None")
         desc = " ".join(str(props[key].get("description") or key).split())
         doc_args.append(f"            {key}: {desc}")
         names.append(key)
     description = " ".join(str(fn.get("description") or name).split()).replace('"""', "'''")
     doc = f'"""{description}\n\n'
-    doc += ("        Args:\n" + "\n".join(doc_args) + "\n\n") if doc_args else ""
-    doc += '        Returns:\n            The tool output.\n        """'
+    doc += ("        Args:\n" + "\n".join(doc_args) + "\n") if doc_args else ""
+    doc += '        """'  # no Returns section and no return annotation: no "return" key in the rendered schema
     call_args = "{" + ", ".join(f"{k!r}: {k}" for k in names) + "}"
-    return (f"    def {name}({', '.join(args)}) -> str:\n        {doc}\n"
+    return (f"    def {name}({', '.join(args)}):\n        {doc}\n"
             f"        return self._call({name!r}, {{k: v for k, v in {call_args}.items() if v is not None}})\n")
 
 

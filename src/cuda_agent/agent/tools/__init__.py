@@ -67,8 +67,12 @@ def load_tool(name: str) -> Tool:
 
 
 def obj(properties: dict[str, dict], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A JSON-schema object for ``parameters``."""
-    return {"type": "object", "properties": properties, "required": list(required)}
+    """A JSON-schema object for ``parameters`` (no ``required`` key when nothing is: the form
+    transformers' ``get_json_schema`` gives, so TRL's rendering of our tools matches ours)."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    return schema
 
 
 _TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "object": dict, "array": list}
