@@ -24,7 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from .agent_env import AgentSession, SessionConfig, initial_messages, tool_schemas
-from .common import DEFAULT_ACTOR, OptimConfig, RunConfig, finish, resume_checkpoint, save_config, training_arguments
+from .common import (
+    DEFAULT_ACTOR,
+    GRPOSettings,
+    OptimConfig,
+    RunConfig,
+    finish,
+    resume_checkpoint,
+    save_config,
+    training_arguments,
+)
 from .single_turn import SandboxSettings
 
 _PY_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "object": "dict",
@@ -99,22 +108,15 @@ class _EnvBase:
 
 class AgenticStage:
     @dataclass
-    class Config:
+    class Config(GRPOSettings):
         model: str = DEFAULT_ACTOR
         """Actor to start from (the RFT stage's ``final/``)."""
         tasks: str = ""
         max_tasks: int | None = None
-        num_generations: int = 8
         max_completion_length: int = 131072
         """Tokens over the whole episode (assistant + tool output), paper: 131k context."""
         max_tool_calling_iterations: int = 150
         """Tool rounds per episode (paper: up to 150 turns)."""
-        temperature: float = 1.0
-        epsilon_low: float = 0.2
-        epsilon_high: float = 0.28
-        beta: float = 0.0
-        loss_type: str = "dapo"
-        use_vllm: bool = False
         session: SessionConfig = field(default_factory=SessionConfig)
         sandbox: SandboxSettings = field(default_factory=SandboxSettings)
         optim: OptimConfig = field(default_factory=OptimConfig)
@@ -154,12 +156,9 @@ class AgenticStage:
         env_cls = environment_class(tool_schemas(cfg.session), new_session)
         tokenizer = AutoTokenizer.from_pretrained(cfg.model)
         tokenizer.padding_side = "left"
-        args = GRPOConfig(**training_arguments(cfg.optim, cfg.run), num_generations=cfg.num_generations,
-                          max_completion_length=cfg.max_completion_length, temperature=cfg.temperature,
-                          epsilon=cfg.epsilon_low, epsilon_high=cfg.epsilon_high, beta=cfg.beta,
-                          loss_type=cfg.loss_type, use_vllm=cfg.use_vllm,
-                          max_tool_calling_iterations=cfg.max_tool_calling_iterations,
-                          **({"vllm_mode": "colocate"} if cfg.use_vllm else {}))
+        args = GRPOConfig(**training_arguments(cfg.optim, cfg.run), **cfg.grpo_arguments(),
+                          max_completion_length=cfg.max_completion_length,
+                          max_tool_calling_iterations=cfg.max_tool_calling_iterations)
 
         def episode_stats(completions=None, **_: Any) -> list[None]:
             """Not a reward (returns None, which TRL skips): logs the finished episodes."""

@@ -44,6 +44,30 @@ class OptimConfig:
 
 
 @dataclass
+class GRPOSettings:
+    """The GRPO knobs of both TRL stages (single-turn and agentic): the paper's asymmetric clip
+    range, no KL term by default. Each stage's ``Config`` inherits them."""
+
+    num_generations: int = 8
+    """Completions per prompt (the GRPO group)."""
+    temperature: float = 1.0
+    epsilon_low: float = 0.2
+    epsilon_high: float = 0.28
+    beta: float = 0.0
+    """KL coefficient to the reference model (0: no reference model is loaded)."""
+    loss_type: str = "dapo"
+    """TRL loss aggregation ('dapo' = token-mean over the batch, as verl's token-mean)."""
+    use_vllm: bool = False
+    """Generate with vLLM (TRL's colocate mode) on GPU hosts that have it."""
+
+    def grpo_arguments(self) -> dict[str, Any]:
+        """These settings as ``trl.GRPOConfig`` keyword arguments."""
+        return dict(num_generations=self.num_generations, temperature=self.temperature, epsilon=self.epsilon_low,
+                    epsilon_high=self.epsilon_high, beta=self.beta, loss_type=self.loss_type,
+                    use_vllm=self.use_vllm, **({"vllm_mode": "colocate"} if self.use_vllm else {}))
+
+
+@dataclass
 class RunConfig:
     """Where a stage writes, and whether it picks up where it stopped."""
 

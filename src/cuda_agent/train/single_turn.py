@@ -11,7 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .common import DEFAULT_ACTOR, OptimConfig, RunConfig, resume_checkpoint, save_config, training_arguments
+from .common import (
+    DEFAULT_ACTOR,
+    GRPOSettings,
+    OptimConfig,
+    RunConfig,
+    resume_checkpoint,
+    save_config,
+    training_arguments,
+)
 from .rewards import SandboxReward
 
 
@@ -37,25 +45,14 @@ class SandboxSettings:
 
 class SingleTurnStage:
     @dataclass
-    class Config:
+    class Config(GRPOSettings):
         model: str = DEFAULT_ACTOR
         """Actor initialization (HF name or path)."""
         tasks: str = ""
         """Task source: a .py file, a directory of them, or a synth/Ops-6K .parquet/.jsonl."""
         max_tasks: int | None = None
-        num_generations: int = 8
-        """Completions per prompt (the GRPO group)."""
         max_prompt_length: int | None = None
         max_completion_length: int = 8192
-        temperature: float = 1.0
-        epsilon_low: float = 0.2
-        epsilon_high: float = 0.28
-        beta: float = 0.0
-        """KL coefficient to the reference model (0: no reference model is loaded)."""
-        loss_type: str = "dapo"
-        """TRL loss aggregation ('dapo' = token-mean over the batch, as verl's token-mean)."""
-        use_vllm: bool = False
-        """Generate with vLLM (TRL's colocate mode) on GPU hosts that have it."""
         reward: SandboxReward.Config = field(default_factory=SandboxReward.Config)
         sandbox: SandboxSettings = field(default_factory=SandboxSettings)
         optim: OptimConfig = field(default_factory=OptimConfig)
@@ -83,11 +80,8 @@ class SingleTurnStage:
         reward = SandboxReward(cfg.reward, tasks, cfg.sandbox.evaluator())
         tokenizer = AutoTokenizer.from_pretrained(cfg.model)
         tokenizer.padding_side = "left"
-        args = GRPOConfig(**training_arguments(cfg.optim, cfg.run), num_generations=cfg.num_generations,
-                          max_completion_length=cfg.max_completion_length, temperature=cfg.temperature,
-                          epsilon=cfg.epsilon_low, epsilon_high=cfg.epsilon_high, beta=cfg.beta,
-                          loss_type=cfg.loss_type, use_vllm=cfg.use_vllm,
-                          **({"vllm_mode": "colocate"} if cfg.use_vllm else {}))
+        args = GRPOConfig(**training_arguments(cfg.optim, cfg.run), **cfg.grpo_arguments(),
+                          max_completion_length=cfg.max_completion_length)
         trainer = GRPOTrainer(model=cfg.model, reward_funcs=[reward], args=args,
                               train_dataset=Dataset.from_list(prompt_rows(tasks)), processing_class=tokenizer,
                               callbacks=[trainer_callback(log, reward.stats)])
