@@ -99,11 +99,31 @@ class GpuLock:
         lock_dir.mkdir(parents=True, exist_ok=True)
         self.main = lock_dir / f"gpu-{key}.lock"
         self.gate = lock_dir / f"gpu-{key}.gate"
-        self.held_s = 0.0
-        self.exclusive_s = 0.0
-        self.intervals: list[tuple[float, float]] = []
-        """(start, end) in seconds since the epoch of every hold, so that holds of concurrent
-        evaluations can be merged into the time the GPU was in use (benchmarks/bench_throughput.py)."""
+        self.holds: list[tuple[float, float, bool]] = []
+        """(start, end, exclusive) of every hold, in seconds since the epoch, so that holds of
+        concurrent evaluations can be merged into the time the GPU was in use
+        (benchmarks/bench_throughput.py)."""
+
+    @property
+    def held_s(self) -> float:
+        return sum(end - start for start, end, _ in self.holds)
+
+    @property
+    def exclusive_s(self) -> float:
+        return sum(end - start for start, end, exclusive in self.holds if exclusive)
+
+    @property
+    def intervals(self) -> list[tuple[float, float]]:
+        return [(round(start, 3), round(end, 3)) for start, end, _ in self.holds]
+
+    @contextlib.contextmanager
+    def _held(self, main, exclusive: bool) -> Iterator[None]:
+        start = time.time()
+        try:
+            yield
+        finally:
+            self.holds.append((start, time.time(), exclusive))
+            fcntl.flock(main, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
@@ -111,28 +131,18 @@ class GpuLock:
             fcntl.flock(gate, fcntl.LOCK_EX)
             fcntl.flock(main, fcntl.LOCK_SH)
             fcntl.flock(gate, fcntl.LOCK_UN)
-            t0, w0 = time.perf_counter(), time.time()
-            try:
+            with self._held(main, exclusive=False):
                 yield
-            finally:
-                self.held_s += time.perf_counter() - t0
-                self.intervals.append((round(w0, 3), round(time.time(), 3)))
-                fcntl.flock(main, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
         with open(self.gate, "a") as gate, open(self.main, "a") as main:
             fcntl.flock(gate, fcntl.LOCK_EX)
             fcntl.flock(main, fcntl.LOCK_EX)
-            t0, w0 = time.perf_counter(), time.time()
             try:
-                yield
+                with self._held(main, exclusive=True):
+                    yield
             finally:
-                dt = time.perf_counter() - t0
-                self.held_s += dt
-                self.exclusive_s += dt
-                self.intervals.append((round(w0, 3), round(time.time(), 3)))
-                fcntl.flock(main, fcntl.LOCK_UN)
                 fcntl.flock(gate, fcntl.LOCK_UN)
 
 
