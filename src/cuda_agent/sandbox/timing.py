@@ -107,19 +107,20 @@ class OutputChecksum:
 
     def __call__(self, out) -> torch.Tensor:
         acc = torch.zeros(2, dtype=torch.float64, device=self.device)
-        for leaf in _tensor_leaves(out):
+        for leaf in (x for x in leaves(out) if isinstance(x, torch.Tensor)):
             v = leaf.detach().reshape(-1).to(self.device, torch.float64)
             acc[0] += torch.dot(v, self.weights(v.numel()))
             acc[1] += torch.dot(v, v)
         return acc
 
 
-def _tensor_leaves(obj):
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
+def leaves(obj):
+    """The leaves of a (nested) list/tuple output, in order."""
+    if isinstance(obj, (list, tuple)):
         for o in obj:
-            yield from _tensor_leaves(o)
+            yield from leaves(o)
+    else:
+        yield obj
 
 
 def checksums(fn, ring: InputRing, n: int, checksum: OutputChecksum) -> list[list[float]]:

@@ -33,7 +33,7 @@ import torch.profiler  # noqa: F401   for its first message (see guards.settle_h
 from . import guards, timing
 from .gpu import rehearsal
 from .guards import TorchOpGuard, bitwise_equal, integrity_diff, integrity_snapshot, overlaps, storages
-from .timing import InputRing, L2Flusher
+from .timing import InputRing, L2Flusher, leaves
 
 _save = torch.save
 _START_CWD = os.getcwd()
@@ -76,14 +76,6 @@ def _to_cpu(obj):
     if isinstance(obj, (int, float, bool)) or obj is None:
         return obj
     return f"<unsupported output type {type(obj).__module__}.{type(obj).__qualname__}>"
-
-
-def _leaves(obj):
-    if isinstance(obj, (list, tuple)):
-        for o in obj:
-            yield from _leaves(o)
-    else:
-        yield obj
 
 
 class Worker:
@@ -207,7 +199,7 @@ class Worker:
         out, violations = self._call(bufs, guarded=candidate and self.strict)
         flags = []
         if candidate:
-            for leaf in _leaves(out):
+            for leaf in leaves(out):
                 if isinstance(leaf, torch.Tensor):
                     if type(leaf) is not torch.Tensor:
                         flags.append(f"lazy_output: output is a {type(leaf).__qualname__}, not a plain torch.Tensor")
