@@ -116,11 +116,7 @@ def main() -> None:
     runs = [second]
     if "repeat" in parts or "hardening" in parts:
         runs += [eval_json(task_sol, cache) for _ in range(4)]
-        ms = [r["ms"] for r in runs]
-        res["repeatability"] = {"ms": ms, "max_over_min": round(max(ms) / min(ms), 4),
-                                "eval_s": [r["eval_s"] for r in runs], "verdicts": [r["verdict"] for r in runs],
-                                "warmup": [r["timing"].get("warmup") for r in runs],
-                                "phases_s": [r["timing"].get("phases_s") for r in runs]}
+        res["repeatability"] = repeat_figures(runs)
         print("repeatability:", json.dumps(res["repeatability"]), flush=True)
         _write(args.out, res)
     if "calibrate" in parts:
@@ -145,13 +141,18 @@ def main() -> None:
         except RuntimeError as e:
             res["repeatability_extra"] = {"pair": pair, "error": str(e)[-2000:]}
         else:
-            ms = [r["ms"] for r in extra]
-            res["repeatability_extra"] = {"pair": pair, "ms": ms, "verdicts": [r["verdict"] for r in extra],
-                                          "max_over_min": round(max(ms) / min(ms), 4) if all(ms) else None,
-                                          "eager_ms": extra[0]["eager_ms"],
-                                          "warmup": [r["timing"].get("warmup") for r in extra]}
+            res["repeatability_extra"] = {"pair": pair, "eager_ms": extra[0]["eager_ms"], **repeat_figures(extra)}
         print("repeatability (extra):", json.dumps(res["repeatability_extra"]), flush=True)
         _write(args.out, res)
+
+
+def repeat_figures(runs: list[dict]) -> dict:
+    """The repeatability figures of verdicts of one (task, solution) from separate processes."""
+    ms = [r["ms"] for r in runs]
+    return {"ms": ms, "max_over_min": round(max(ms) / min(ms), 4) if all(ms) else None,
+            "eval_s": [r["eval_s"] for r in runs], "verdicts": [r["verdict"] for r in runs],
+            "warmup": [r["timing"].get("warmup") for r in runs],
+            "phases_s": [r["timing"].get("phases_s") for r in runs]}
 
 
 def _write(path: str | None, res: dict) -> None:
