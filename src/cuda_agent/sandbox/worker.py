@@ -22,7 +22,6 @@ import io
 import os
 import pickle
 import sys
-import threading
 import time
 import traceback
 
@@ -40,7 +39,6 @@ _START_CWD = os.getcwd()
 _REHEARSAL = rehearsal()  # tests only: the CPU stands in for the GPU (gpu.REHEARSAL_ENV)
 _sync = timing._no_sync if _REHEARSAL else torch.cuda.synchronize
 _COMPILE_BACKEND = "eager" if _REHEARSAL else "inductor"
-_active_count = threading.active_count
 _thread_starts = guards.count_thread_starts()
 _perf = time.perf_counter
 
@@ -180,7 +178,6 @@ class Worker:
             _sync()
         info["has_prepare"] = callable(prepare)
         info["integrity"] = self._integrity()
-        info["threads"] = _active_count()
         return info
 
     def _call(self, inputs: list, guarded: bool) -> tuple[object, list[str]]:
@@ -237,7 +234,7 @@ class Worker:
             else:
                 results.append(self._checked_trial(bufs, msg.get("out_bytes", [])))
             prev = bufs
-        return {"trials": results, "integrity": self._integrity(), "threads": _active_count()}
+        return {"trials": results, "integrity": self._integrity()}
 
     def op_compile(self, msg: dict) -> dict:
         """torch.compile the reference and run it once (compilation is CPU work: done before the
@@ -276,7 +273,6 @@ class Worker:
             res = timing.run_timed(fn, ring, self.flush, n_iters, checksum)
         res["gap_ms"] = self.gap_ms
         res["integrity"] = self._integrity()
-        res["threads"] = _active_count()
         return res
 
     def op_checksums(self, msg: dict) -> dict:
@@ -294,7 +290,7 @@ class Worker:
         bufsets = ring.overwrite(msg["inputs"])
         self.prev_outputs = None
         results = [self._checked_trial(bufs, msg.get("out_bytes", [])) for bufs in bufsets[: len(msg["inputs"])]]
-        return {"trials": results, "integrity": self._integrity(), "threads": _active_count()}
+        return {"trials": results, "integrity": self._integrity()}
 
     def op_profile(self, msg: dict) -> dict:
         from torch.profiler import ProfilerActivity, profile
