@@ -131,3 +131,37 @@ def _workers_with_env_containing(text: str) -> list[str]:
         if "cuda_agent.sandbox.worker" in cmd and text in env:
             found.append(pid)
     return found
+
+
+@pytest.mark.parametrize("loaded_control", [True, False], ids=["host load", "worker under-reports"])
+def test_evaluator_clock_remeasures_the_harness_cost_before_distrusting_the_worker(rehearse, monkeypatch,
+                                                                                  loaded_control):
+    """The evaluator's clock sees more per call than the candidate's worker reported. Under host load
+    (the reference, timed again in the same window, sees the same extra cost) that is no evidence; a
+    worker whose report alone falls short is flagged and its figure replaced."""
+    from cuda_agent.sandbox import evaluator
+
+    real_time, extra_ms = evaluator._Evaluation._time, 5.0
+
+    def slow_clock(self, worker, rotation, target, wrap, extra=None):
+        t = real_time(self, worker, rotation, target, wrap, extra)
+        after_baseline = getattr(self, "baseline", None) is not None
+        if t is not None and (worker is self.cand or (loaded_control and after_baseline)):
+            t.evaluator_ms_per_iter += extra_ms
+        return t
+
+    rehearse(HONEST)  # baselines cached: the harness cost now comes from an earlier, quieter moment
+    monkeypatch.setattr(evaluator._Evaluation, "_time", slow_clock)
+    v = rehearse(HONEST)
+    assert v.verdict == "correct", (v.reasons, v.log)
+    assert "control_overhead_ms" in v.timing
+    tm = v.timing
+    unexplained = tm["evaluator_ms_per_iter"] - tm["gpu_median_ms"] - tm["harness_overhead_ms"]
+    if loaded_control:
+        # the re-measured cost explains the extra 5 ms (what is left is this CPU's noise, well under 1 ms)
+        assert tm["harness_overhead_ms"] == pytest.approx(tm["control_overhead_ms"], abs=1e-3)
+        assert tm["control_overhead_ms"] >= extra_ms
+        assert unexplained < 1.0, tm
+    else:
+        assert unexplained > extra_ms - 1.0, tm
+        assert "timer_mismatch" in v.flags and v.ms >= extra_ms, (v.flags, v.ms)

@@ -427,17 +427,31 @@ class _Evaluation:
             v.add_reason(f"device-wide wall time exceeds the event time by {inner_excess:.3f} ms per call: work "
                          "outside the timed stream (side streams or threads); the wall-clock figure is used")
             t.ms = max(t.ms, t.wall_median_ms - gap)
-        # Clock 2: the evaluator's own clock around the whole timing request.
-        outer_excess = t.evaluator_ms_per_iter - t.ms - self.baseline.overhead_ms
-        if outer_excess > max(0.10, 0.25 * t.ms):  # generous: host load moves this clock
+        # Clock 2: the evaluator's own clock around the whole timing request, less the harness's own
+        # per-call cost (L2 flush, input rotation, checksums) measured on the reference.
+        overhead = self.baseline.overhead_ms
+        outer_excess = t.evaluator_ms_per_iter - t.ms - overhead
+        allowed = max(0.10, 0.25 * t.ms)
+        if outer_excess > allowed:
+            # Host load moves the harness's cost (on the H200 with 8 evaluations at once: 0.73 ms per call
+            # when the baseline was cached, 1.08 ms later). Measure it again now, on the trusted reference
+            # in the same lock window, before distrusting the candidate's worker.
+            control = self._time(self.ref, rotation, "model", self._ref_step, {"checksum_seed": self.checksum_seed})
+            if control is None:
+                return None
+            overhead_now = control.evaluator_ms_per_iter - control.ms
+            v.timing["control_overhead_ms"] = round(overhead_now, 4)
+            overhead = max(overhead, overhead_now)
+            outer_excess = t.evaluator_ms_per_iter - t.ms - overhead
+        if outer_excess > allowed:
             v.flag("timer_mismatch")
             v.add_reason(f"the evaluator's clock saw {outer_excess:.3f} ms per call more than the worker reported: "
                          "the worker's timing is not trusted; the evaluator's figure is used")
-            t.ms = max(t.ms, t.evaluator_ms_per_iter - self.baseline.overhead_ms)
+            t.ms = max(t.ms, t.evaluator_ms_per_iter - overhead)
         v.ms = round(t.ms, 6)
         v.timing.update({"iters": t.n, "gpu_median_ms": t.gpu_median_ms, "wall_median_ms": t.wall_median_ms,
                          "evaluator_ms_per_iter": t.evaluator_ms_per_iter, "gap_ms": gap,
-                         "harness_overhead_ms": self.baseline.overhead_ms, "rotation_sets": len(rotation),
+                         "harness_overhead_ms": overhead, "rotation_sets": len(rotation),
                          "warmup": t.reply.get("warmup")})
         return t
 
