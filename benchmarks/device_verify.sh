@@ -7,7 +7,10 @@
 #   synth    - the synth GPU pass on 200 tasks
 #   bench    - 26-problem --solutions run, SIGKILL after 150 s + resume, report (<= 8 min)
 #   throughput - builds per minute and the GPU-busy share of a cached bench run (per-gpu 4)
-#   train    - train smoke (needs the wheels in .whl/, see docs/train.md: carry ".whl")
+#   train    - train smoke (needs the wheels in .whl/, see docs/train.md: carry ".whl"); with 2+ GPUs the
+#              service times on GPU 1 while training uses GPU 0, and a probe compares timings idle vs training
+#   multigpu-fill, multigpu - (2+ GPUs, issue 8) bench over 52 problems: fill the caches, then one GPU vs all
+#              in one call (scaling, per-task agreement, no overlapping timings on a GPU)
 # Every stage writes its logs under $OUT (the device tool brings them back) as it goes.
 set -u
 OUT=${OUT:-/tmp/out}
@@ -50,6 +53,18 @@ case "$stage" in
   train)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
       && export PYTHONPATH=/tmp/site:$PWD/src || exit 1
-    timeout 570 python3 benchmarks/train_smoke.py --out /tmp/train_smoke --report "$OUT" 2>&1 | tee "$OUT/train_smoke.log" | tail -20 ;;
+    ngpu=$(nvidia-smi -L | wc -l)
+    extra=""; [ "$ngpu" -ge 2 ] && extra="--service-gpu 1 --timing-probe"
+    timeout 570 python3 benchmarks/train_smoke.py --out /tmp/train_smoke --report "$OUT" $extra 2>&1 \
+      | tee "$OUT/train_smoke.log" | tail -20 ;;
+  multigpu-fill)
+    python3 benchmarks/make_bench_problems.py --out /tmp/bench_problems --copies 2 > "$OUT/bench_make.log" 2>&1
+    timeout 570 python3 benchmarks/bench_multi_gpu.py --problems /tmp/bench_problems --out /tmp/mgpu --phases fill \
+      2>&1 | tee "$OUT/multi_gpu_fill.log" | tail -5 ;;
+  multigpu)
+    [ -d /tmp/mgpu/cache ] || { echo "run multigpu-fill first (same machine)"; exit 2; }
+    timeout 590 python3 benchmarks/bench_multi_gpu.py --problems /tmp/bench_problems --out /tmp/mgpu --phases one,all \
+      2>&1 | tee "$OUT/multi_gpu.log" | tail -12
+    cp /tmp/mgpu/multi_gpu.json "$OUT/" 2>/dev/null ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

@@ -235,7 +235,14 @@ def write_workspace(path: Path, title: str, cuda: str, variant: str) -> None:
     (path / "kernels" / "ew_binding.cpp").write_text(BINDING.format(segfault=segfault))
 
 
-def generate(out: Path, with_hang: bool) -> dict[str, str]:
+def shaped(ops: list, copy: int) -> list:
+    """Copy ``copy`` of a level's ops: the same ops on other shapes (rows halved, doubled, ...), so that
+    ``--copies`` makes more distinct problems (copy 0 is the list itself)."""
+    factor = [1, 0.5, 2, 0.25, 4][copy % 5] if copy < 5 else 1 / (copy + 1)
+    return [(name, expr, cuda, (max(1, int(rows * factor)), cols)) for name, expr, cuda, (rows, cols) in ops]
+
+
+def generate(out: Path, with_hang: bool, copies: int = 1) -> dict[str, str]:
     kb, sols = out / "kb", out / "solutions"
     for d in (kb, sols):
         if d.exists():
@@ -244,8 +251,9 @@ def generate(out: Path, with_hang: bool) -> dict[str, str]:
     variants = dict(VARIANTS)
     if with_hang:
         variants[(2, 10)] = "hang"
-    for level, ops in ((1, LEVEL1), (2, LEVEL2)):
+    for level, base in ((1, LEVEL1), (2, LEVEL2)):
         (kb / f"level{level}").mkdir(parents=True)
+        ops = [op for k in range(copies) for op in shaped(base, k)]  # the variants above apply to copy 0
         for pid, (name, expr, cuda, (rows, cols)) in enumerate(ops, start=1):
             title = f"{pid}_{name}"
             (kb / f"level{level}" / f"{title}.py").write_text(TASK.format(title=title, expr=expr, rows=rows, cols=cols))
@@ -287,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, help="write kb/, solutions/ and expected.json here")
     p.add_argument("--with-hang", action="store_true", help="add a kernel that hangs (costs 180 s)")
+    p.add_argument("--copies", type=int, default=1,
+                   help="write every op at this many shapes (default 1: 26 problems; 2: 52)")
     p.add_argument("--check", type=Path, metavar="RUN_DIR", help="compare a bench run with --expected")
     p.add_argument("--expected", type=Path, help="expected.json written by this script")
     args = p.parse_args(argv)
@@ -296,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         return check(args.check, args.expected)
     if not args.out:
         p.error("--out is required")
-    expected = generate(args.out, args.with_hang)
+    expected = generate(args.out, args.with_hang, args.copies)
     counts: dict[str, int] = {}
     for v in expected.values():
         counts[v] = counts.get(v, 0) + 1

@@ -3,7 +3,8 @@
     PYTHONUNBUFFERED=1 python benchmarks/train_smoke.py --out /tmp/train_smoke --report $OUT
 
 What it runs, in order (every sandbox call is real; only the model is a toy):
-  1. the evaluation service on GPU 0 (in this process) and one honest kernel through it;
+  1. the evaluation service on GPU 0 (in this process; with ``--service-gpu N``, ``cuda-agent train
+     serve`` on GPU N in its own process while training sees GPU 0 alone) and one honest kernel through it;
   2. honest trajectories for a handful of tasks (tests/solutions, examples/swish), recorded by
      replaying scripted turns through the agent loop (ReplayBackend: tools and sandbox real);
   3. a tiny random-init causal LM whose tokenizer is trained on that text;
@@ -15,17 +16,20 @@ What it runs, in order (every sandbox call is real; only the model is a toy):
 Writes summary.json, reward_curve.png and each stage's run directory (metrics.csv/png) under --out;
 --report DIR gets a flat copy of the small files (summary.json, reward_curve.png, <stage>.csv).
 
-On one GPU the service times kernels on the GPU that also trains (no way around it here); on a
-cluster give it GPUs of its own (docs/train.md).
+On one GPU the service times kernels on the GPU that also trains; give it a GPU of its own where
+there are two (``--service-gpu 1``) and on a cluster (docs/train.md). ``--timing-probe`` measures
+what sharing costs: one honest kernel timed idle, then over and over while the GRPO stages train.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -50,6 +54,11 @@ def main() -> int:
     p.add_argument("--budget-s", type=float, default=540.0, help="skip stages that would start after this")
     p.add_argument("--min-reward", type=float, default=1.0, help="RFT keeps episodes with at least this reward")
     p.add_argument("--small", action="store_true", help="a smaller tiny model and shorter generations")
+    p.add_argument("--service-gpu", type=int, default=0,
+                   help="the GPU the evaluation service times kernels on (training uses GPU 0)")
+    p.add_argument("--timing-probe", action="store_true",
+                   help="time one honest kernel through the service while idle and again and again while the "
+                        "GRPO stages train: do timings taken during training match idle ones?")
     p.add_argument("--rehearsal", action="store_true",
                    help="CPU check of the whole demo with real verdicts: the sandbox's CPU rehearsal "
                         "(CUDA_AGENT_REHEARSAL=cpu) and a host-code honest solution (tests/solutions/rehearsal_swish_cpu)")
@@ -59,6 +68,9 @@ def main() -> int:
     if args.max_new_tokens is None:
         args.max_new_tokens = 64 if args.small else 3072
 
+    if args.service_gpu != 0:
+        # training sees GPU 0 alone (a Trainer that saw two would spread over both with DataParallel)
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
     import torch
 
     if not torch.cuda.is_available() and not (args.allow_cpu or args.rehearsal):
@@ -117,8 +129,12 @@ def main() -> int:
     task_dir.mkdir()
     for t in tasks:
         (task_dir / f"{t.name}.py").write_text(t.source)
-    service = EvalService(EvalServiceConfig(port=0, gpus=[0], per_gpu=2, cache_dir=cache)).start()
+    if args.service_gpu == 0:  # one GPU: the service in this process, timing on the GPU that trains
+        service = EvalService(EvalServiceConfig(port=0, gpus=[0], per_gpu=2, cache_dir=cache)).start()
+    else:  # as deployed: `cuda-agent train serve` in its own process, on a GPU this process cannot see
+        service = ServiceProcess(args.service_gpu, cache, out / "service.log")
     client = EvalClient(service.url, retries=3)
+    probe = None
     try:
         with timed("1_service_honest_kernel"):
             _budget(t_all, args.budget_s)
@@ -127,6 +143,11 @@ def main() -> int:
             summary["service_check"] = {"task": tasks[0].name, "verdict": r.verdict.verdict, "reward": r.reward,
                                         "speedup_vs_compile": r.verdict.speedup_vs_compile, "queue_s": r.queue_s}
             print("  ", summary["service_check"])
+            if args.timing_probe:
+                probe = TimingProbe(SandboxReward(SandboxReward.Config(), tasks, EvalClient(service.url, retries=3)),
+                                    tasks[0].name, render_files(read_files(pairs[0][1])))
+                probe.idle(3)
+                print("   idle timings (ms):", probe.idle_ms)
 
         with timed("2_record_honest_trajectories"):
             _budget(t_all, args.budget_s)
@@ -154,7 +175,8 @@ def main() -> int:
                                          optim=OptimConfig(lr=1e-5, max_steps=2, per_device_batch=4, grad_accum=1,
                                                            save_steps=1),
                                          run=RunConfig(out=str(out / "single_turn")))
-            SingleTurnStage(cfg).run()
+            with probe.during("single_turn") if probe else _nothing():
+                SingleTurnStage(cfg).run()
             summary["single_turn_metrics"] = _rows(out / "single_turn")
 
         curve = []
@@ -194,7 +216,8 @@ def main() -> int:
                                       optim=OptimConfig(lr=args.grpo_lr, max_steps=args.grpo_steps, per_device_batch=2,
                                                         grad_accum=1, save_steps=10_000, bf16=False),
                                       run=RunConfig(out=str(out / "agentic")))
-            grpo_final = AgenticStage(cfg).run()
+            with probe.during("agentic") if probe else _nothing():
+                grpo_final = AgenticStage(cfg).run()
             summary["agentic_metrics"] = _rows(out / "agentic")
 
         with timed("5e_policy_after_grpo"):
@@ -222,6 +245,9 @@ def main() -> int:
             print("  ", summary["value"])
     finally:
         service.stop()
+        if probe:
+            summary["timing_probe"] = probe.summary(args.service_gpu)
+            print("timing probe:", json.dumps(summary["timing_probe"]))
 
     summary["reward_curve"] = [{"point": name, "rewards": rs, "mean": sum(rs) / len(rs)} for name, rs in curve]
     summary["tasks"] = [t.name for t in tasks]
@@ -245,6 +271,98 @@ def main() -> int:
                                                   "timings_s")}, indent=1, default=str))
     print("errors in:", sorted(summary.get("errors", {})) or "none")
     return 1 if summary.get("errors") else 0
+
+
+class ServiceProcess:
+    """``cuda-agent train serve`` on one GPU, in a process of its own; ``url`` once it answers."""
+
+    def __init__(self, gpu: int, cache: Path, log: Path):
+        import socket
+        import subprocess
+        import urllib.request
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        env = dict(os.environ, CUDA_AGENT_CACHE=str(cache), CUDA_VISIBLE_DEVICES=str(gpu))
+        self.log = open(log, "w")
+        self.proc = subprocess.Popen([sys.executable, "-m", "cuda_agent.cli", "train", "serve", "--gpus", "0",
+                                      "--port", str(port), "--per-gpu", "2"], env=env, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(self.url + "/v1/health", timeout=5) as r:
+                    if json.loads(r.read()).get("ok"):
+                        return
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.time() > deadline:
+                self.stop()
+                raise RuntimeError(f"the evaluation service did not come up on GPU {gpu}: see {log}")
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except Exception:  # noqa: BLE001 - a service that will not stop is killed
+            self.proc.kill()
+        self.log.close()
+
+
+class TimingProbe:
+    """One honest kernel timed through the evaluation service: a few times while nothing else
+    runs, then back to back while a training stage runs (on another GPU, or on the same one)."""
+
+    def __init__(self, reward, task: str, text: str):
+        self.reward, self.task, self.text = reward, task, text
+        self.idle_ms: list[float] = []
+        self.training_ms: dict[str, list[float]] = {}
+
+    def _one(self) -> float | None:
+        r = self.reward.evaluate_text(self.task, self.text)
+        return r.verdict.ms if r.verdict.verdict == "correct" else None
+
+    def idle(self, n: int) -> None:
+        self.idle_ms += [ms for ms in (self._one() for _ in range(n)) if ms]
+
+    @contextlib.contextmanager
+    def during(self, stage: str):
+        stop = threading.Event()
+        got = self.training_ms.setdefault(stage, [])
+
+        def loop() -> None:
+            while not stop.is_set():
+                ms = self._one()
+                if ms and not stop.is_set():  # an evaluation that ended after training did is not counted
+                    got.append(ms)
+
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(300)
+
+    def summary(self, service_gpu: int) -> dict:
+        import statistics
+
+        during = [ms for v in self.training_ms.values() for ms in v]
+        res = {"service_gpu": service_gpu, "training_gpu": 0, "idle_ms": self.idle_ms,
+               "training_ms": self.training_ms}
+        if self.idle_ms and during:
+            idle = statistics.median(self.idle_ms)
+            res.update(ratio_median=round(statistics.median(during) / idle, 4),
+                       within_3pct=sum(abs(ms / idle - 1) <= 0.03 for ms in during), during_n=len(during))
+        return res
+
+
+@contextlib.contextmanager
+def _nothing():
+    yield
 
 
 def _budget(t_all: float, budget_s: float) -> None:

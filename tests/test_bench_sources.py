@@ -90,14 +90,11 @@ def test_missing_solutions_directory(tmp_path):
 
 
 def test_the_gpu_benchmark_generator_writes_what_bench_reads(tmp_path):
-    import importlib.util
     import json
 
     from cuda_agent.sandbox import check_solution, load_solution, rejecting
 
-    spec = importlib.util.spec_from_file_location("make_bench_problems", ROOT / "benchmarks" / "make_bench_problems.py")
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
+    gen = _script("make_bench_problems")
     assert gen.main(["--out", str(tmp_path)]) == 0
     expected = json.loads((tmp_path / "expected.json").read_text())["verdicts"]
     tasks, notices = select_tasks(tmp_path / "kb", (1, 2), None)
@@ -109,3 +106,42 @@ def test_the_gpu_benchmark_generator_writes_what_bench_reads(tmp_path):
     for (task, _), path in found.solutions.items():  # honest, wrong and crashing kernels pass the static rules
         if expected[task] in ("correct", "incorrect", "runtime_error"):
             assert not rejecting(check_solution(load_solution(path))), task
+
+
+def test_copies_make_distinct_problems_with_the_variants_once(tmp_path):
+    import json
+
+    gen = _script("make_bench_problems")
+    assert gen.main(["--out", str(tmp_path), "--copies", "2"]) == 0
+    expected = json.loads((tmp_path / "expected.json").read_text())["verdicts"]
+    tasks, notices = select_tasks(tmp_path / "kb", (1, 2), None)
+    assert len(tasks) == len(expected) == 52 and not notices
+    assert len({t.source for t in tasks}) == 52  # other shapes, not the same file twice
+    assert sorted(expected.values()).count("correct") == 42  # the 10 wrong/crashing/rejected ones only once
+
+
+def _rows(*evals):
+    """bench_multi_gpu rows: (task, sample, lane, verdict) with the given timed windows on one GPU."""
+    return [(task, 0, "gpu0.0", {"verdict": "correct", "ms": 1.0,
+                                 "timing": {"gpu_uuid": gpu, "timed_windows": windows}})
+            for task, gpu, windows in evals]
+
+
+def test_multi_gpu_check_finds_overlapping_timings_only_on_one_gpu():
+    mg = _script("bench_multi_gpu")
+    apart = _rows(("a", "GPU-0", [(10.0, 11.0), (11.5, 12.0)]), ("b", "GPU-0", [(12.0, 13.0)]),
+                  ("c", "GPU-1", [(10.5, 12.5)]))  # c overlaps a and b in time, on another GPU
+    assert mg.overlaps(apart) == []
+    clash = _rows(("a", "GPU-0", [(10.0, 11.0), (11.5, 12.0)]), ("b", "GPU-0", [(10.6, 10.9)]))
+    assert [(o["a"], o["b"]) for o in mg.overlaps(clash)] == [("a/0", "b/0")]
+    agree = mg.agreement({"x/0": 1.0, "y/0": 2.0, "z/0": 1.0}, {"x/0": 1.01, "y/0": 2.2})
+    assert agree["tasks"] == 2 and agree["within_3pct"] == 1 and agree["worst"] == {"task": "y/0", "ratio": 1.1}
+
+
+def _script(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -48,6 +48,10 @@ def test_honest_solution_is_correct_and_every_timed_output_is_checked(rehearse):
     assert set(v.timing["phases_s"]) == {"build", "reference_setup", "candidate_setup", "compile", "gpu_phase"}
     assert v.timing["warmup"]["warmup_calls"] > 0
     assert v.timing["gpu_lock_intervals"] and all(b >= a for a, b in v.timing["gpu_lock_intervals"])
+    # every timing request (eager, compile unless cached, candidate) lies inside an exclusive hold of one GPU
+    assert v.timing["gpu_uuid"] and v.timing["timed_windows"]
+    assert all(any(a - 1e-3 <= s <= e <= b + 1e-3 for a, b in v.timing["gpu_lock_intervals"])
+               for s, e in v.timing["timed_windows"])
     again = rehearse(HONEST)
     assert again.verdict == "correct" and again.baseline_cached and again.build_s < 0.5
 

@@ -140,6 +140,7 @@ class _Evaluation:
                 v.timing["gpu_lock_s"] = round(self.lock.held_s, 3)
                 v.timing["gpu_exclusive_s"] = round(self.lock.exclusive_s, 3)
                 v.timing["gpu_lock_intervals"] = self.lock.intervals
+                v.timing["gpu_uuid"] = self.lock.key
         finally:
             if self.baseline_claim is not None:
                 self.baseline_claim.close()
@@ -403,9 +404,12 @@ class _Evaluation:
                             "warmup_ms": cfg.warmup_ms, "rep_ms": cfg.rep_ms, "min_iters": cfg.min_iters,
                             "max_iters": cfg.max_iters},
                            cfg.baseline_timeout_s if worker is self.ref else cfg.run_timeout_s)
-            t0 = time.perf_counter()
+            t0, start = time.perf_counter(), time.time()
             r = worker.request({"op": "time", **(extra or {})}, cfg.run_timeout_s)
             outer = (time.perf_counter() - t0) * 1e3 / r["n"]
+            # when, on the epoch clock, this GPU was being timed: windows of evaluations on one GPU
+            # must never overlap (benchmarks/bench_multi_gpu.py checks it across a whole run)
+            self.v.timing.setdefault("timed_windows", []).append((round(start, 4), round(time.time(), 4)))
             r["warmup"] = prep.get("warmup")
             return _Timed(r["gpu_median_ms"], r["gpu_median_ms"], r["wall_median_ms"], outer, r["n"], r["gap_ms"], r)
 

@@ -94,7 +94,8 @@ class GpuLock:
 
     def __init__(self, cache_dir: Path, device: int = 0):
         info = gpu_info(device)
-        key = info.uuid if info else f"dev{device}"
+        self.key = key = info.uuid if info else f"dev{device}"
+        """Which GPU this lock is for (its UUID where nvidia-smi answers)."""
         lock_dir = Path(cache_dir) / "locks"
         lock_dir.mkdir(parents=True, exist_ok=True)
         self.main = lock_dir / f"gpu-{key}.lock"
