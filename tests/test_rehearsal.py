@@ -169,3 +169,79 @@ def test_evaluator_clock_remeasures_the_harness_cost_before_distrusting_the_work
     else:
         assert unexplained > extra_ms - 1.0, tm
         assert "timer_mismatch" in v.flags and v.ms >= extra_ms, (v.flags, v.ms)
+
+
+HANGING_FORWARD = """import torch.nn as nn
+
+import cuda_ext
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        n = 0
+        while n >= 0:  # never returns
+            n += 1
+        return cuda_ext.ew(x.contiguous())
+"""
+
+
+def test_a_bench_sigkilled_mid_evaluation_leaves_no_worker_and_resumes_exactly(tmp_path):
+    """SIGKILL the bench while a candidate is stuck in forward: no sandbox worker outlives it (an orphan
+    would keep a GPU busy under the next run), and the same command again evaluates only the rest."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    kb = tmp_path / "kb" / "level1"
+    kb.mkdir(parents=True)
+    sols = tmp_path / "solutions"
+    for pid, cols in ((1, 1024), (2, 512), (3, 256)):
+        (kb / f"{pid}_Swish.py").write_text(TASK.read_text().replace("cols = 1024", f"cols = {cols}"))
+        shutil.copytree(HONEST, sols / f"L1_{pid}")
+    (sols / "L1_3" / "model_new.py").write_text(HANGING_FORWARD)
+    env = dict(os.environ, CUDA_AGENT_REHEARSAL="cpu", CUDA_AGENT_CACHE=str(tmp_path / "cache"))
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "cuda_agent.cli", "bench", "--kernelbench", str(tmp_path / "kb"), "--levels", "1",
+           "--solutions", str(sols), "--out", str(run), "--no-progress", "--per-gpu", "1"]
+
+    def rows() -> dict:
+        path = run / "results.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return {r["task"]: r for r in map(json.loads, lines)}
+
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        while len(rows()) < 2:
+            assert proc.poll() is None, proc.stderr.read()[-3000:]
+            assert time.time() < deadline, "two evaluations did not finish within 300 s"
+            time.sleep(0.2)
+        time.sleep(6)  # L1_3's candidate is now spinning in forward
+        assert set(rows()) == {"L1_1", "L1_2"}
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        t0 = time.time()
+        while _workers_with_env_containing(str(tmp_path)) and time.time() - t0 < 20:
+            time.sleep(0.2)
+        assert not _workers_with_env_containing(str(tmp_path)), "sandbox workers outlived the killed bench"
+    finally:
+        for pid in _workers_with_env_containing(str(tmp_path)):
+            os.kill(int(pid), signal.SIGKILL)
+    before = rows()
+    (sols / "L1_3" / "model_new.py").write_text((HONEST / "model_new.py").read_text())  # ends this time
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    after = rows()
+    assert {t: r["verdict"]["verdict"] for t, r in after.items()} == {"L1_1": "correct", "L1_2": "correct",
+                                                                      "L1_3": "correct"}
+    assert all(after[t] == before[t] for t in before)  # finished before the kill: kept as they were
+    assert len((run / "results.jsonl").read_text().splitlines()) == 3  # no duplicates
+    assert "start: 3 attempts, 2 already recorded, 1 to do" in (run / "bench.log").read_text()
+    assert not _workers_with_env_containing(str(tmp_path))

@@ -332,9 +332,28 @@ def _exec_task(source: str, origin: str):
     return module
 
 
+def _exit_with_parent() -> None:
+    """Exit, even mid-kernel, once the process that started this worker is gone (a bench killed
+    with SIGKILL): an orphan would keep a GPU busy under the next run's timings. A thread that
+    polls, not PR_SET_PDEATHSIG, which fires when the spawning *thread* ends (spare workers are
+    started from short-lived threads)."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="cuda-agent-parent-watch", daemon=True).start()
+
+
 def main() -> None:
     from multiprocessing.connection import Connection
 
+    _exit_with_parent()  # before any candidate code: its start is not counted against the candidate
     conn = Connection(int(sys.argv[1]))
     Worker(conn).serve()
 
