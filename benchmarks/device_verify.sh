@@ -9,6 +9,7 @@
 #   throughput - builds per minute and the GPU-busy share of a cached bench run (per-gpu 4)
 #   train    - train smoke (needs the wheels in .whl/, see docs/train.md: carry ".whl"); with 2+ GPUs the
 #              service times on GPU 1 while training uses GPU 0, and a probe compares timings idle vs training
+#   placement - (~1 min) does the GEMM's flushed time depend on where its operands land? 3 processes
 #   multigpu-fill, multigpu - (2+ GPUs, issue 8) bench over 52 problems: fill the caches, then one GPU vs all
 #              in one call (scaling, per-task agreement, no overlapping timings on a GPU)
 # Every stage writes its logs under $OUT (the device tool brings them back) as it goes.
@@ -57,6 +58,9 @@ case "$stage" in
     extra=""; [ "$ngpu" -ge 2 ] && extra="--service-gpu 1 --timing-probe"
     timeout 570 python3 benchmarks/train_smoke.py --out /tmp/train_smoke --report "$OUT" $extra 2>&1 \
       | tee "$OUT/train_smoke.log" | tail -20 ;;
+  placement)
+    for i in 1 2 3; do timeout 150 python3 benchmarks/probe/placement.py --out "$OUT/placement_$i.json" \
+      2>&1 | tee "$OUT/placement_$i.log" | tail -1; done ;;
   multigpu-fill)
     python3 benchmarks/make_bench_problems.py --out /tmp/bench_problems --copies 2 > "$OUT/bench_make.log" 2>&1
     timeout 570 python3 benchmarks/bench_multi_gpu.py --problems /tmp/bench_problems --out /tmp/mgpu --phases fill \
