@@ -333,10 +333,10 @@ def _exec_task(source: str, origin: str):
 
 
 def _exit_with_parent() -> None:
-    """Exit, even mid-kernel, once the process that started this worker is gone (a bench killed
-    with SIGKILL): an orphan would keep a GPU busy under the next run's timings. A thread that
-    polls, not PR_SET_PDEATHSIG, which fires when the spawning *thread* ends (spare workers are
-    started from short-lived threads)."""
+    """Exit, even in the middle of a request, once the process that started this worker is gone
+    (a bench killed with SIGKILL): an orphan would keep a GPU busy under the next run's timings.
+    A thread that polls, not PR_SET_PDEATHSIG, which fires when the spawning *thread* ends (the
+    evaluation service evaluates from threads)."""
     import threading
 
     parent = os.getppid()
