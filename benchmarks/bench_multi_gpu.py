@@ -55,6 +55,7 @@ def bench(problems: Path, solutions: Path, run_dir: Path, gpus: str, per_gpu: in
     db = sqlite3.connect(run_dir / "results.sqlite")
     rows = [(task, sample, lane, json.loads(v)) for task, sample, lane, v in
             db.execute("SELECT task, sample, lane, verdict_json FROM results")]
+    db.close()
     verdicts = [v for *_, v in rows]
     return {"gpus_arg": gpus, "per_gpu": per_gpu, "wall_s": round(wall, 1), "attempts": len(rows),
             "attempts_per_min": round(60 * len(rows) / wall, 2),
@@ -131,17 +132,22 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     one, many = res["one"], res["all"]
     n = len(many["gpus_used"])
-    scaling = many["attempts_per_min"] / one["attempts_per_min"]
+    scaling = many["attempts_per_min"] / one["attempts_per_min"] if one["attempts_per_min"] else 0.0
+    # comparable only if neither run paid for baselines (a cut-short fill would favour "all")
+    comparable = all(r["baseline_cached"] == r["correct"] for r in (one, many))
     agree = agreement(one["ms"], many["ms"])
     res["summary"] = {"gpus": n, "scaling": round(scaling, 2), "ideal": n, "agreement": agree,
-                      "overlaps": len(one["overlaps"]) + len(many["overlaps"]),
-                      "met": n >= 2 and scaling >= SCALING_SHARE * n and not one["overlaps"] and not many["overlaps"]}
+                      "overlaps": len(one["overlaps"]) + len(many["overlaps"]), "comparable": comparable,
+                      "met": n >= 2 and comparable and scaling >= SCALING_SHARE * n
+                             and not one["overlaps"] and not many["overlaps"]}
     result_path.write_text(json.dumps(res, indent=1))
     print(f"\nscaling: {scaling:.2f}x on {n} GPUs (target >= {SCALING_SHARE * n:.2f}x)")
     if agree.get("tasks"):
         print(f"per-task ms, all GPUs / one GPU: {agree['within_3pct']}/{agree['tasks']} within 3%, median "
               f"{agree['median_ratio']}, median |dev| {agree['median_abs_dev']}, worst {agree['worst']}")
     print(f"overlapping timings on one GPU: {res['summary']['overlaps']}")
+    if not comparable:
+        print("NOT comparable: a run computed baselines (run the fill phase to the end first)")
     print(f"written: {result_path}")
     return 0 if res["summary"]["met"] else 1
 

@@ -69,6 +69,8 @@ case "$stage" in
     [ -d /tmp/mgpu/cache ] || { echo "run multigpu-fill first (same machine)"; exit 2; }
     timeout 590 python3 benchmarks/bench_multi_gpu.py --problems /tmp/bench_problems --out /tmp/mgpu --phases one,all \
       2>&1 | tee "$OUT/multi_gpu.log" | tail -12
-    cp /tmp/mgpu/multi_gpu.json "$OUT/" 2>/dev/null ;;
+    rc=${PIPESTATUS[0]}
+    cp /tmp/mgpu/multi_gpu.json "$OUT/" 2>/dev/null
+    exit "$rc" ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

@@ -20,6 +20,8 @@ import contextlib
 import importlib.util
 import io
 import os
+
+_PARENT = os.getppid()  # read before the slow imports below: the parent may die during them
 import pickle
 import sys
 import time
@@ -336,16 +338,17 @@ def _exit_with_parent() -> None:
     """Exit, even in the middle of a request, once the process that started this worker is gone
     (a bench killed with SIGKILL): an orphan would keep a GPU busy under the next run's timings.
     A thread that polls, not PR_SET_PDEATHSIG, which fires when the spawning *thread* ends (the
-    evaluation service evaluates from threads)."""
+    evaluation service evaluates from threads). Under a wrapper (``ncu``) the parent is the wrapper,
+    so a profiling worker outlives a killed evaluator as long as the wrapper does."""
     import threading
 
-    parent = os.getppid()
+    getppid, exit_now, sleep = os.getppid, os._exit, time.sleep  # bound now, before any candidate code
 
     def watch() -> None:
         while True:
-            time.sleep(0.5)
-            if os.getppid() != parent:
-                os._exit(0)
+            if getppid() != _PARENT:
+                exit_now(0)
+            sleep(0.5)
 
     threading.Thread(target=watch, name="cuda-agent-parent-watch", daemon=True).start()
 
