@@ -28,34 +28,19 @@ import argparse
 import json
 import os
 import shutil
-import sqlite3
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_throughput import run_bench  # noqa: E402 - the same bench run and row reading
 
 SCALING_SHARE = 0.75
 AGREE = 0.03
 
 
 def bench(problems: Path, solutions: Path, run_dir: Path, gpus: str, per_gpu: int, env: dict) -> dict:
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    cmd = [sys.executable, "-m", "cuda_agent.cli", "bench", "--kernelbench", str(problems / "kb"), "--levels", "1,2",
-           "--solutions", str(solutions), "--out", str(run_dir), "--no-progress", "--gpus", gpus,
-           "--per-gpu", str(per_gpu)]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - t0
-    (run_dir.parent / f"{run_dir.name}.log").write_text(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        print(proc.stderr[-3000:], file=sys.stderr)
-        raise SystemExit(f"bench ({gpus}) failed with exit code {proc.returncode}")
-    db = sqlite3.connect(run_dir / "results.sqlite")
-    rows = [(task, sample, lane, json.loads(v)) for task, sample, lane, v in
-            db.execute("SELECT task, sample, lane, verdict_json FROM results")]
-    db.close()
+    wall, rows = run_bench(problems, solutions, run_dir, gpus, per_gpu, env)
     verdicts = [v for *_, v in rows]
     return {"gpus_arg": gpus, "per_gpu": per_gpu, "wall_s": round(wall, 1), "attempts": len(rows),
             "attempts_per_min": round(60 * len(rows) / wall, 2),

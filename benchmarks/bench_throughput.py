@@ -119,30 +119,43 @@ def union_s(intervals: list) -> float:
     return total
 
 
-def bench_run(args, solutions: Path, run_dir: Path, per_gpu: int, env: dict) -> dict:
+def run_bench(problems: Path, solutions: Path, run_dir: Path, gpus: str, per_gpu: int, env: dict,
+              build_jobs: int | None = None) -> tuple[float, list[tuple]]:
+    """One `cuda-agent bench --solutions` run into a fresh ``run_dir``: (wall seconds, rows of
+    (task, sample, lane, verdict dict)). Its output goes to ``run_dir``.log; a failed run exits."""
     if run_dir.exists():
         shutil.rmtree(run_dir)
-    cmd = [sys.executable, "-m", "cuda_agent.cli", "bench", "--kernelbench", str(args.problems / "kb"),
+    cmd = [sys.executable, "-m", "cuda_agent.cli", "bench", "--kernelbench", str(problems / "kb"),
            "--levels", "1,2", "--solutions", str(solutions), "--out", str(run_dir), "--no-progress",
-           "--gpus", args.gpus, "--per-gpu", str(per_gpu), "--build-jobs", str(args.build_jobs)]
-    gpus = None if args.gpus == "all" else {int(g) for g in args.gpus.split(",")}
-    sampler = SmiSampler(gpus)
+           "--gpus", gpus, "--per-gpu", str(per_gpu)]
+    if build_jobs:
+        cmd += ["--build-jobs", str(build_jobs)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
-    smi = sampler.stop()
+    (run_dir.parent / f"{run_dir.name}.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         print(proc.stdout[-3000:], proc.stderr[-3000:], sep="\n", file=sys.stderr)
-        raise SystemExit(f"bench failed with exit code {proc.returncode}")
+        raise SystemExit(f"bench (--gpus {gpus}) failed with exit code {proc.returncode}")
     db = sqlite3.connect(run_dir / "results.sqlite")
-    verdicts = [json.loads(v) for (v,) in db.execute("SELECT verdict_json FROM results")]
-    lanes = {lane for (lane,) in db.execute("SELECT DISTINCT lane FROM results") if lane and lane.startswith("gpu")}
+    rows = [(task, sample, lane, json.loads(v)) for task, sample, lane, v in
+            db.execute("SELECT task, sample, lane, verdict_json FROM results")]
+    db.close()
+    return wall, rows
+
+
+def bench_run(args, solutions: Path, run_dir: Path, per_gpu: int, env: dict) -> dict:
+    gpus = None if args.gpus == "all" else {int(g) for g in args.gpus.split(",")}
+    sampler = SmiSampler(gpus)
+    wall, rows = run_bench(args.problems, solutions, run_dir, args.gpus, per_gpu, env, args.build_jobs)
+    smi = sampler.stop()
+    verdicts = [v for *_, v in rows]
+    lanes = {lane for _, _, lane, _ in rows if lane and lane.startswith("gpu")}
     n_gpus = len({lane.split(".")[0] for lane in lanes}) or 1
-    rows = list(db.execute("SELECT lane, verdict_json FROM results"))
     per_gpu_intervals: dict[str, list] = {}
-    for lane, v in rows:
+    for _, _, lane, v in rows:
         gpu = (lane or "gpu0").split(".")[0]
-        per_gpu_intervals.setdefault(gpu, []).extend(json.loads(v).get("timing", {}).get("gpu_lock_intervals") or [])
+        per_gpu_intervals.setdefault(gpu, []).extend(v.get("timing", {}).get("gpu_lock_intervals") or [])
     lock_s = sum(union_s(iv) for iv in per_gpu_intervals.values()) if any(per_gpu_intervals.values()) else None
     return {"per_gpu": per_gpu, "attempts": len(verdicts), "correct": sum(v["verdict"] == "correct" for v in verdicts),
             "wall_s": round(wall, 1), "attempts_per_min": round(60 * len(verdicts) / wall, 1), "gpus": n_gpus,

@@ -175,7 +175,7 @@ def main() -> int:
                                          optim=OptimConfig(lr=1e-5, max_steps=2, per_device_batch=4, grad_accum=1,
                                                            save_steps=1),
                                          run=RunConfig(out=str(out / "single_turn")))
-            with probe.during("single_turn") if probe else _nothing():
+            with probe.during("single_turn") if probe else contextlib.nullcontext():
                 SingleTurnStage(cfg).run()
             summary["single_turn_metrics"] = _rows(out / "single_turn")
 
@@ -216,7 +216,7 @@ def main() -> int:
                                       optim=OptimConfig(lr=args.grpo_lr, max_steps=args.grpo_steps, per_device_batch=2,
                                                         grad_accum=1, save_steps=10_000, bf16=False),
                                       run=RunConfig(out=str(out / "agentic")))
-            with probe.during("agentic") if probe else _nothing():
+            with probe.during("agentic") if probe else contextlib.nullcontext():
                 grpo_final = AgenticStage(cfg).run()
             summary["agentic_metrics"] = _rows(out / "agentic")
 
@@ -279,7 +279,8 @@ class ServiceProcess:
     def __init__(self, gpu: int, cache: Path, log: Path):
         import socket
         import subprocess
-        import urllib.request
+
+        from cuda_agent.train.client import EvalClient, EvalUnavailable
 
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
@@ -293,10 +294,9 @@ class ServiceProcess:
         deadline = time.time() + 120
         while True:
             try:
-                with urllib.request.urlopen(self.url + "/v1/health", timeout=5) as r:
-                    if json.loads(r.read()).get("ok"):
-                        return
-            except OSError:
+                if EvalClient(self.url, timeout_s=5, retries=0).health().get("ok"):
+                    return
+            except EvalUnavailable:
                 pass
             if self.proc.poll() is not None or time.time() > deadline:
                 self.stop()
@@ -358,11 +358,6 @@ class TimingProbe:
             res.update(ratio_median=round(statistics.median(during) / idle, 4),
                        within_3pct=sum(abs(ms / idle - 1) <= 0.03 for ms in during), during_n=len(during))
         return res
-
-
-@contextlib.contextmanager
-def _nothing():
-    yield
 
 
 def _budget(t_all: float, budget_s: float) -> None:
