@@ -28,5 +28,6 @@ def test_sharers_overlap_a_timer_waits_and_every_hold_is_recorded(tmp_path):
     assert stamp >= released - 0.01
     assert len(a.intervals) == len(b.intervals) == len(c.intervals) == 1
     (s, e), = a.intervals
-    assert e - s >= 0.4 and a.held_s >= 0.4 and a.exclusive_s == 0
+    # intervals are rounded to the millisecond (and floats near 1.8e9 s differ by ~2e-7): held_s is exact
+    assert e - s >= 0.4 - 1e-3 and a.held_s >= 0.4 and a.exclusive_s == 0
     assert c.exclusive_s > 0 and c.intervals[0][0] >= s
