@@ -14,7 +14,8 @@ What it runs, in order (every sandbox call is real; only the model is a toy):
      steps with our tools (TRL environment, verify through the service: not lower expected);
   6. value pretraining on all recorded episodes, reporting explained variance.
 Writes summary.json, reward_curve.png and each stage's run directory (metrics.csv/png) under --out;
---report DIR gets a flat copy of the small files (summary.json, reward_curve.png, <stage>.csv).
+--report DIR gets a flat copy of the small files (summary.json, reward_curve.png, <stage>.csv, and the
+honest and evaluated trajectories, honest.jsonl / eval_rft.jsonl / eval_grpo.jsonl).
 
 On one GPU the service times kernels on the GPU that also trains; give it a GPU of its own where
 there are two (``--service-gpu 1``) and on a cluster (docs/train.md). ``--timing-probe`` measures
@@ -261,7 +262,7 @@ def main() -> int:
     if args.report:
         rep = Path(args.report)
         rep.mkdir(parents=True, exist_ok=True)
-        for f in ("summary.json", "reward_curve.png"):
+        for f in ("summary.json", "reward_curve.png", "honest.jsonl", "eval_rft.jsonl", "eval_grpo.jsonl"):
             if (out / f).exists():
                 shutil.copy(out / f, rep / f)
         for stage in ("single_turn", "rft", "agentic", "value"):

@@ -173,3 +173,13 @@ def test_trl_renders_our_tools_exactly_as_the_agent_presents_them():
     methods = [getattr(env_cls(), n) for n, _ in inspect.getmembers(env_cls, predicate=inspect.isfunction)
                if n not in ("reset", "get_reward") and not n.startswith("_")]
     assert [get_json_schema(m) for m in methods] == schemas
+
+
+def test_recorded_compile_reads_the_build_cache(workdir):
+    """The honest solution is built before it is replayed, so the recorded ``compile`` reply is the
+    cached one that a policy rewriting the same files meets later (not a fresh build's)."""
+    from cuda_agent.train.trajectories import read_episodes
+
+    (episode,) = read_episodes(workdir / "agent.jsonl")
+    replies = [m["content"] for m in episode.messages if m.get("role") == "tool" and "build ok" in m["content"]]
+    assert replies and all("build ok (cached, " in r for r in replies), replies

@@ -56,8 +56,13 @@ def honest_steps(solution_dir: str | Path, summary: str = "fused kernels") -> li
 
 
 def record_episodes(pairs: Iterable[tuple[Task, Path]], trajectories: str | Path, run_root: str | Path,
-                    session: SessionConfig | None = None) -> list[dict[str, Any]]:
-    """Replay :func:`honest_steps` of each pair through the agent loop; append to ``trajectories``."""
+                    session: SessionConfig | None = None, prebuild: bool = True) -> list[dict[str, Any]]:
+    """Replay :func:`honest_steps` of each pair through the agent loop; append to ``trajectories``.
+
+    ``prebuild`` builds each solution into the build cache first, so the recorded ``compile``
+    says ``build ok (cached, ...)``: what a policy that rewrites the same files sees when it is
+    evaluated later, when the cache holds them. A tiny model that memorized "build ok (12.3 s)"
+    may not go on to ``verify`` after "build ok (cached, 0.0 s)"."""
     from ..agent import run_episode
     from ..agent.backends.replay import ReplayBackend, ReplayConfig
 
@@ -65,9 +70,17 @@ def record_episodes(pairs: Iterable[tuple[Task, Path]], trajectories: str | Path
     cfg.verify_on_submit = True
     records = []
     for task, sol in pairs:
+        if prebuild:
+            _prebuild(sol, cfg.sandbox)
         model = ReplayBackend(ReplayConfig(steps=honest_steps(sol)))
         records.append(run_episode(task, model, cfg, run_dir=Path(run_root) / task.name, trajectories=trajectories))
     return records
+
+
+def _prebuild(solution_dir: Path, config) -> None:
+    from ..sandbox import build, load_solution
+
+    build(load_solution(solution_dir), config)
 
 
 def evaluate_policy(model: str | Path, tasks: Iterable[Task], run_root: str | Path, max_turns: int = 10,
