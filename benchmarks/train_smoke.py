@@ -114,8 +114,39 @@ def main() -> int:
                     text = "".join(traceback.format_exception(typ, value, tb))
                     summary.setdefault("errors", {})[name] = text[-3000:]
                     print(text, flush=True)
+                write_summary()  # after every stage: a run cut short by its time limit keeps what it did
                 return typ is not None and issubclass(typ, Exception)
         return T()
+
+    curve: list[tuple[str, list[float]]] = []
+
+    def write_summary() -> None:
+        summary["reward_curve"] = [{"point": name, "rewards": rs, "mean": sum(rs) / len(rs),
+                                    "pass_rate": sum(r > 0 for r in rs) / len(rs)} for name, rs in curve]
+        summary["tasks"] = [t.name for t in tasks]
+        means = [sum(rs) / len(rs) for _, rs in curve]
+        summary["learned"] = len(means) >= 2 and means[0] < 0 < means[1]
+        summary["grpo_kept_it"] = len(means) >= 3 and means[2] >= means[1] - 1e-9
+        eps = summary.get("episodes", {})
+        if eps.get("after_rft") and eps.get("after_grpo"):
+            # the same files after GRPO: a reward that moved is the timing's doing, not the policy's
+            summary["same_solutions_after_grpo"] = [a["fingerprint"] is not None and a["fingerprint"] == b["fingerprint"]
+                                                    for a, b in zip(eps["after_rft"], eps["after_grpo"])]
+        summary["wall_s"] = round(time.perf_counter() - t_all, 1)
+        if curve:
+            _plot(curve, _rows(out / "rft"), out / "reward_curve.png")
+        (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+        if args.report:
+            rep = Path(args.report)
+            rep.mkdir(parents=True, exist_ok=True)
+            for f in ("summary.json", "reward_curve.png", "honest.jsonl", "eval_rft.jsonl", "eval_grpo.jsonl"):
+                if (out / f).exists():
+                    shutil.copy(out / f, rep / f)
+            for stage in ("single_turn", "rft", "agentic", "value"):
+                if (out / stage / "metrics.csv").exists():
+                    shutil.copy(out / stage / "metrics.csv", rep / f"{stage}.csv")
+            if (out / "agentic" / "rollouts.jsonl").exists():
+                shutil.copy(out / "agentic" / "rollouts.jsonl", rep / "agentic_rollouts.jsonl")
 
     if args.rehearsal:
         from cuda_agent.tasks import load_task
@@ -153,7 +184,7 @@ def main() -> int:
         with timed("2_record_honest_trajectories"):
             _budget(t_all, args.budget_s)
             recs = record_episodes(pairs, out / "honest.jsonl", out / "episodes_honest",
-                                   SessionConfig(max_turns=MAX_TURNS))
+                                   SessionConfig(max_turns=MAX_TURNS), workers=len(pairs))
             summary["honest_rewards"] = {rec["task"]["name"]: rec["reward"] for rec in recs}
             print("  ", summary["honest_rewards"])
 
@@ -180,7 +211,6 @@ def main() -> int:
                 SingleTurnStage(cfg).run()
             summary["single_turn_metrics"] = _rows(out / "single_turn")
 
-        curve = []
         with timed("5a_policy_before_rft"):
             _budget(t_all, args.budget_s)
             before = evaluate_policy(tiny, tasks, out / "eval_before", max_turns=2,
@@ -206,6 +236,7 @@ def main() -> int:
             after_rft = evaluate_policy(rft_final, tasks, out / "eval_rft", max_turns=MAX_TURNS,
                                         max_new_tokens=args.max_new_tokens, trajectories=out / "eval_rft.jsonl")
             curve.append(("after RFT", after_rft))
+            summary.setdefault("episodes", {})["after_rft"] = _episode_facts(out / "eval_rft.jsonl")
             print("   rewards:", after_rft)
 
         with timed("5d_agentic_grpo"):
@@ -226,6 +257,7 @@ def main() -> int:
             after_grpo = evaluate_policy(grpo_final, tasks, out / "eval_grpo", max_turns=MAX_TURNS,
                                          max_new_tokens=args.max_new_tokens, trajectories=out / "eval_grpo.jsonl")
             curve.append((f"after {args.grpo_steps} GRPO steps", after_grpo))
+            summary.setdefault("episodes", {})["after_grpo"] = _episode_facts(out / "eval_grpo.jsonl")
             print("   rewards:", after_grpo)
 
         with timed("6_value_pretraining"):
@@ -250,26 +282,9 @@ def main() -> int:
             summary["timing_probe"] = probe.summary(args.service_gpu)
             print("timing probe:", json.dumps(summary["timing_probe"]))
 
-    summary["reward_curve"] = [{"point": name, "rewards": rs, "mean": sum(rs) / len(rs)} for name, rs in curve]
-    summary["tasks"] = [t.name for t in tasks]
-    means = [sum(rs) / len(rs) for _, rs in curve]
-    summary["learned"] = len(means) >= 2 and means[0] < 0 < means[1]
-    summary["grpo_kept_it"] = len(means) >= 3 and means[2] >= means[1] - 1e-9
-    summary["wall_s"] = round(time.perf_counter() - t_all, 1)
-    if curve:
-        _plot(curve, _rows(out / "rft"), out / "reward_curve.png")
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
-    if args.report:
-        rep = Path(args.report)
-        rep.mkdir(parents=True, exist_ok=True)
-        for f in ("summary.json", "reward_curve.png", "honest.jsonl", "eval_rft.jsonl", "eval_grpo.jsonl"):
-            if (out / f).exists():
-                shutil.copy(out / f, rep / f)
-        for stage in ("single_turn", "rft", "agentic", "value"):
-            if (out / stage / "metrics.csv").exists():
-                shutil.copy(out / stage / "metrics.csv", rep / f"{stage}.csv")
-    print(json.dumps({k: summary.get(k) for k in ("reward_curve", "learned", "grpo_kept_it", "value", "wall_s",
-                                                  "timings_s")}, indent=1, default=str))
+    write_summary()
+    print(json.dumps({k: summary.get(k) for k in ("reward_curve", "learned", "grpo_kept_it", "same_solutions_after_grpo",
+                                                  "value", "wall_s", "timings_s")}, indent=1, default=str))
     print("errors in:", sorted(summary.get("errors", {})) or "none")
     return 1 if summary.get("errors") else 0
 
@@ -364,6 +379,19 @@ class TimingProbe:
 def _budget(t_all: float, budget_s: float) -> None:
     if time.perf_counter() - t_all > budget_s:
         raise TimeoutError(f"skipped: past the {budget_s:.0f} s budget")
+
+
+def _episode_facts(trajectories: Path) -> list[dict]:
+    """Per evaluated episode: task, reward, the best solution's fingerprint and its speedups."""
+    facts = []
+    for line in trajectories.read_text().splitlines() if trajectories.exists() else []:
+        rec = json.loads(line)
+        best = rec.get("best") or {}
+        facts.append({"task": rec["task"]["name"], "reward": rec["reward"], "turns": rec["turns"],
+                      "ended_by": rec["ended_by"], "fingerprint": best.get("fingerprint"),
+                      "speedup_vs_eager": best.get("speedup_vs_eager"),
+                      "speedup_vs_compile": best.get("speedup_vs_compile")})
+    return facts
 
 
 def _rows(run_dir: Path) -> list[dict]:

@@ -122,6 +122,9 @@ def test_agentic_grpo_with_our_tools(workdir):
     AgenticStage(cfg).run()
     rows = _rows(workdir / "agentic")
     assert len(rows) == 2 and float(rows[0]["reward_mean"]) == -1.0 and "tools_call_frequency" in rows[0]
+    rollouts = [json.loads(l) for l in (workdir / "agentic" / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 2 * cfg.num_generations and {r["task"] for r in rollouts} == {"task"}
+    assert all(r["reward"] == -1.0 and isinstance(r["calls"], list) for r in rollouts)
 
 
 def test_agentic_environment_runs_real_tools(workdir, cache_dir):
@@ -153,6 +156,8 @@ def test_agentic_environment_runs_real_tools(workdir, cache_dir):
     env.submit(summary="x")
     assert "episode is over" in env.read_file(path="model.py")
     assert env.get_reward() == -1.0
+    assert [c["tool"] for c in env.session.calls] == ["write_file", "verify", "submit", "read_file"]
+    assert env.session.calls[1]["reply"] == out[:300]
 
 
 def test_trl_renders_our_tools_exactly_as_the_agent_presents_them():

@@ -34,6 +34,9 @@ trajectories (RFT data) and of TRL's agentic rollouts show the tools in the same
 OVER = "The episode is over (you submitted); no further tool calls are run."
 
 
+REPLY_LOG_CHARS = 300
+
+
 @dataclass
 class SessionConfig:
     """Per-episode settings of training rollouts."""
@@ -81,6 +84,8 @@ class AgentSession:
     evaluator: Evaluator = field(default_factory=LocalEvaluator)
     submitted: bool = field(default=False, init=False)
     verdicts: list[dict[str, Any]] = field(default_factory=list, init=False)
+    calls: list[dict[str, Any]] = field(default_factory=list, init=False)
+    """One entry per tool call: the tool's name and the start of its reply (for rollout logs)."""
 
     def __post_init__(self) -> None:
         from ..agent import Environment
@@ -97,6 +102,11 @@ class AgentSession:
 
     def execute(self, name: str, arguments: Any) -> str:
         """Run one tool call; returns the text the model sees."""
+        reply = self._execute(name, arguments)
+        self.calls.append({"tool": name, "reply": reply[:REPLY_LOG_CHARS]})
+        return reply
+
+    def _execute(self, name: str, arguments: Any) -> str:
         if self.submitted:
             return OVER
         self.env.turn += 1

@@ -18,6 +18,7 @@ Tool output is masked from the loss by TRL (its ``tool_mask``); the sequence bud
 
 from __future__ import annotations
 
+import json
 import keyword
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,10 +161,18 @@ class AgenticStage:
                           max_completion_length=cfg.max_completion_length,
                           max_tool_calling_iterations=cfg.max_tool_calling_iterations)
 
+        rollouts = Path(cfg.run.out) / "rollouts.jsonl"
+
         def episode_stats(completions=None, **_: Any) -> list[None]:
-            """Not a reward (returns None, which TRL skips): logs the finished episodes."""
+            """Not a reward (returns None, which TRL skips): logs the finished episodes, in the
+            run's metrics and one line each in ``rollouts.jsonl`` (tools called, reward, the end
+            of the model's last message)."""
             done = [s for s in sessions if s.submitted or s.verdicts]
             rewards = [s.reward() for s in sessions]
+            with open(rollouts, "a") as f:
+                for i, s in enumerate(sessions):
+                    f.write(json.dumps({"task": s.task.name, "reward": rewards[i], "submitted": s.submitted,
+                                        "calls": s.calls, "last_message": _last_text(completions, i)}) + "\n")
             if rewards:
                 from .rlmath import reward_distribution
 
@@ -179,3 +188,14 @@ class AgenticStage:
                               environment_factory=env_cls, callbacks=[trainer_callback(log, stats)])
         trainer.train(resume_from_checkpoint=resume_checkpoint(cfg.run))
         return finish(trainer, cfg.run.out, log)
+
+
+def _last_text(completions: Any, i: int, chars: int = 300) -> str:
+    """The end of rollout ``i``'s last message, whatever form TRL passes completions in."""
+    try:
+        c = completions[i]
+        if isinstance(c, list):
+            c = c[-1].get("content", "") if c else ""
+        return str(c)[-chars:]
+    except (IndexError, TypeError, AttributeError):
+        return ""
