@@ -32,6 +32,8 @@ HONEST_PAIRS = [
     ("tests/tasks/layer_norm.py", "tests/solutions/honest_layer_norm"),
 ]
 """(task, honest solution) pairs in this repository, relative to its root."""
+SPARE_WORKERS = 2
+"""Sandbox workers started ahead of need, as in ``cuda-agent optimize`` (a verify then skips worker start-up)."""
 
 
 def honest_pairs(root: str | Path = REPO) -> list[tuple[Task, Path]]:
@@ -75,6 +77,7 @@ def record_episodes(pairs: Iterable[tuple[Task, Path]], trajectories: str | Path
 
     cfg = agent_config(session or SessionConfig(max_turns=20))
     cfg.verify_on_submit = True
+    cfg.sandbox.spare_workers = SPARE_WORKERS
 
     def one(pair: tuple[Task, Path]) -> dict[str, Any]:
         task, sol = pair
@@ -106,6 +109,7 @@ def evaluate_policy(model: str | Path, tasks: Iterable[Task], run_root: str | Pa
                                                      local_files_only=True))
     cfg = agent_config(SessionConfig(max_turns=max_turns))
     cfg.verify_on_submit = True
+    cfg.sandbox.spare_workers = SPARE_WORKERS
     cfg.context.context_tokens = backend.context_tokens or cfg.context.context_tokens
     rewards = []
     for task in tasks:
