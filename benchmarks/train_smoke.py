@@ -14,7 +14,7 @@ What it runs, in order (every sandbox call is real; only the model is a toy):
      steps with our tools (TRL environment, verify through the service: not lower expected);
   6. value pretraining on all recorded episodes, reporting explained variance.
 Writes summary.json, reward_curve.png and each stage's run directory (metrics.csv/png) under --out;
-both are rewritten after every stage. --report DIR gets a flat copy of the small files (summary.json,
+summary.json and reward_curve.png are rewritten after every stage. --report DIR gets a flat copy of the small files (summary.json,
 reward_curve.png, <stage>.csv, the honest and evaluated trajectories honest.jsonl / eval_rft.jsonl /
 eval_grpo.jsonl, and the agentic rollouts as agentic_rollouts.jsonl).
 
