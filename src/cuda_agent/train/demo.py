@@ -75,9 +75,7 @@ def record_episodes(pairs: Iterable[tuple[Task, Path]], trajectories: str | Path
     from ..agent.backends.replay import ReplayBackend, ReplayConfig
     from ..agent.trajectory import append_jsonl
 
-    cfg = agent_config(session or SessionConfig(max_turns=20))
-    cfg.verify_on_submit = True
-    cfg.sandbox.spare_workers = SPARE_WORKERS
+    cfg = _episode_config(session or SessionConfig(max_turns=20))
 
     def one(pair: tuple[Task, Path]) -> dict[str, Any]:
         task, sol = pair
@@ -91,6 +89,15 @@ def record_episodes(pairs: Iterable[tuple[Task, Path]], trajectories: str | Path
     for rec in records:
         append_jsonl(trajectories, rec)
     return records
+
+
+def _episode_config(session: SessionConfig):
+    """The agent's config for recorded and evaluated episodes: submit verifies unverified changes,
+    spare sandbox workers."""
+    cfg = agent_config(session)
+    cfg.verify_on_submit = True
+    cfg.sandbox.spare_workers = SPARE_WORKERS
+    return cfg
 
 
 def _prebuild(solution_dir: Path, config) -> None:
@@ -107,9 +114,7 @@ def evaluate_policy(model: str | Path, tasks: Iterable[Task], run_root: str | Pa
 
     backend = TransformersBackend(TransformersConfig(model=str(model), temperature=0.0, max_new_tokens=max_new_tokens,
                                                      local_files_only=True))
-    cfg = agent_config(SessionConfig(max_turns=max_turns))
-    cfg.verify_on_submit = True
-    cfg.sandbox.spare_workers = SPARE_WORKERS
+    cfg = _episode_config(SessionConfig(max_turns=max_turns))
     cfg.context.context_tokens = backend.context_tokens or cfg.context.context_tokens
     rewards = []
     for task in tasks:
