@@ -29,9 +29,13 @@ HONEST_PAIRS = [
     ("examples/swish/task.py", "examples/swish/solution"),
     ("tests/tasks/row_sum.py", "tests/solutions/honest_row_sum"),
     ("tests/tasks/linear_relu.py", "tests/solutions/honest_linear_relu"),
-    ("tests/tasks/layer_norm.py", "tests/solutions/honest_layer_norm"),
+    ("tests/tasks/sin_loop.py", "tests/solutions/honest_sin_loop"),
 ]
-"""(task, honest solution) pairs in this repository, relative to its root."""
+"""(task, honest solution) pairs in this repository, relative to its root. Each honest solution's
+reward must not depend on which timing run it gets, or "GRPO did not lower the reward" measures
+timing noise: layer_norm is not here because its kernel sits at the 5% threshold (H200, stop 12:
+the same files scored 1 in one run and 3 in the next); sin_loop's is 1.09-1.10x compile across
+5 processes (spread 0.7%) and far faster than eager."""
 SPARE_WORKERS = 2
 """Sandbox workers started ahead of need, as in ``cuda-agent optimize`` (a verify then skips worker start-up)."""
 
