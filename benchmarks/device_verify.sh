@@ -56,8 +56,11 @@ case "$stage" in
       && export PYTHONPATH=/tmp/site:$PWD/src || exit 1
     ngpu=$(nvidia-smi -L | wc -l)
     extra=""; [ "$ngpu" -ge 2 ] && extra="--service-gpu 1 --timing-probe"
-    timeout 570 python3 benchmarks/train_smoke.py --out /tmp/train_smoke --report "$OUT" $extra 2>&1 \
-      | tee "$OUT/train_smoke.log" | tail -20 ;;
+    # the device brings back 8 files at most: the summary, plot and log as they are, the rest in one tar
+    timeout 570 python3 benchmarks/train_smoke.py --out /tmp/train_smoke --report /tmp/train_report $extra 2>&1 \
+      | tee "$OUT/train_smoke.log" | tail -20
+    cp /tmp/train_report/summary.json /tmp/train_report/reward_curve.png "$OUT/" 2>/dev/null
+    tar -czf "$OUT/train_report.tar.gz" -C /tmp/train_report . ;;
   placement)
     for i in 1 2 3; do timeout 150 python3 benchmarks/probe/placement.py --out "$OUT/placement_$i.json" \
       2>&1 | tee "$OUT/placement_$i.log" | tail -1; done ;;

@@ -54,9 +54,12 @@ def main() -> int:
     p.add_argument("--rft-lr", type=float, default=2e-3)
     p.add_argument("--grpo-steps", type=int, default=2)
     p.add_argument("--grpo-lr", type=float, default=1e-6)
-    p.add_argument("--grpo-temperature", type=float, default=0.7,
-                   help="sampling temperature of the agentic rollouts (at 1.0 none of 8 rollouts of the RFT'd tiny "
-                        "model reached a verified solution on the H200: zero advantages, no gradient)")
+    p.add_argument("--grpo-temperature", type=float, default=0.85,
+                   help="sampling temperature of the agentic rollouts. H200: at 1.0 none of 8 rollouts of the RFT'd "
+                        "tiny model reached a verified solution, at 0.7 all 4 did with equal rewards; either way every "
+                        "group-relative advantage was zero, and so was the gradient")
+    p.add_argument("--grpo-generations", type=int, default=4,
+                   help="rollouts per task in each agentic GRPO step (one task per step)")
     p.add_argument("--max-new-tokens", type=int, default=None, help="per turn after RFT (default 3072; 64 with --small)")
     p.add_argument("--budget-s", type=float, default=540.0, help="skip stages that would start after this")
     p.add_argument("--min-reward", type=float, default=1.0, help="RFT keeps episodes with at least this reward")
@@ -138,6 +141,9 @@ def main() -> int:
             # the same files after GRPO: a reward that moved is the timing's doing, not the policy's
             summary["same_solutions_after_grpo"] = [a["fingerprint"] is not None and a["fingerprint"] == b["fingerprint"]
                                                     for a, b in zip(eps["after_rft"], eps["after_grpo"])]
+        summary["checkpoints"] = {stage: sorted(d.name for d in (out / stage).iterdir()
+                                                if d.is_dir() and (d.name == "final" or d.name.startswith("checkpoint-")))
+                                  for stage in ("single_turn", "rft", "value", "agentic") if (out / stage).is_dir()}
         summary["wall_s"] = round(time.perf_counter() - t_all, 1)
         if curve:
             _plot(curve, _rows(out / "rft"), out / "reward_curve.png")
@@ -277,11 +283,11 @@ def main() -> int:
             print("  ", summary["value"])
         with timed("5e_agentic_grpo"):
             _budget(t_all, args.budget_s)
-            cfg = AgenticStage.Config(model=str(rft_final), tasks=str(task_dir), num_generations=2,
+            cfg = AgenticStage.Config(model=str(rft_final), tasks=str(task_dir), num_generations=args.grpo_generations,
                                       max_completion_length=64 if args.small else 12288,
                                       max_tool_calling_iterations=2 if args.small else 10, temperature=args.grpo_temperature,
                                       session=SessionConfig(max_turns=MAX_TURNS), sandbox=SandboxSettings(eval_url=service.url),
-                                      optim=OptimConfig(lr=args.grpo_lr, max_steps=args.grpo_steps, per_device_batch=2,
+                                      optim=OptimConfig(lr=args.grpo_lr, max_steps=args.grpo_steps, per_device_batch=args.grpo_generations,
                                                         grad_accum=1, save_steps=10_000, bf16=False),
                                       run=RunConfig(out=str(out / "agentic")))
             with probe.during("agentic") if probe else contextlib.nullcontext():
