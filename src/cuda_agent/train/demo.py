@@ -31,11 +31,13 @@ HONEST_PAIRS = [
     ("tests/tasks/linear_relu.py", "tests/solutions/honest_linear_relu"),
     ("tests/tasks/sin_loop.py", "tests/solutions/honest_sin_loop"),
 ]
-"""(task, honest solution) pairs in this repository, relative to its root. Each honest solution's
-reward must not depend on which timing run it gets, or "GRPO did not lower the reward" measures
-timing noise: layer_norm is not here because its kernel sits at the 5% threshold (H200, stop 12:
-the same files scored 1 in one run and 3 in the next); sin_loop's is 1.09-1.10x compile across
-5 processes (spread 0.7%) and far faster than eager."""
+"""(task, honest solution) pairs in this repository, relative to its root. Whether "GRPO did not
+lower the reward" measures the policy depends on each honest solution's reward being the same on
+every timing run. swish (1.7-1.9x compile), row_sum (0.6-0.8x eager) and linear_relu (0.95-0.99x
+eager) are clear of the thresholds. sin_loop is not: it measured 1.03-1.07x compile (H200, stop 13),
+so it scores 2 or 3. It replaced layer_norm, which scored 1 in one run and 3 in the next on the same
+files. Read the demo with ``same_solutions_after_grpo``: where the files did not change, a reward that
+moved is timing."""
 SPARE_WORKERS = 2
 """Sandbox workers started ahead of need, as in ``cuda-agent optimize`` (a verify then skips worker start-up)."""
 
