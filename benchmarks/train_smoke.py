@@ -281,6 +281,7 @@ def main() -> int:
             summary["value"] = {"first_value_loss": rows[0].get("value_loss"), "last_value_loss": rows[-2].get("value_loss"),
                                 "final_explained_variance": rows[-1].get("final_explained_variance")}
             print("  ", summary["value"])
+
         with timed("5e_agentic_grpo"):
             _budget(t_all, args.budget_s)
             cfg = AgenticStage.Config(model=str(rft_final), tasks=str(task_dir), num_generations=args.grpo_generations,

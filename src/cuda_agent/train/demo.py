@@ -33,9 +33,9 @@ HONEST_PAIRS = [
 ]
 """(task, honest solution) pairs in this repository, relative to its root. Whether "GRPO did not
 lower the reward" measures the policy depends on each honest solution's reward being the same on
-every timing run. swish (1.7-1.9x compile), row_sum (0.6-0.8x eager) and linear_relu (0.95-0.99x
-eager) are clear of the thresholds. sin_loop is not: it measured 1.03-1.07x compile (H200, stop 13),
-so it scores 2 or 3. It replaced layer_norm, which scored 1 in one run and 3 in the next on the same
+every timing run. swish (1.4-1.9x compile), row_sum (0.6-0.8x eager) and linear_relu (0.95-0.99x
+eager) are clear of the thresholds. sin_loop is not: it measured 1.03-1.11x compile (H200, stop 13,
+two runs), so it scores 2 or 3. It replaced layer_norm, which scored 1 in one run and 3 in the next on the same
 files. Read the demo with ``same_solutions_after_grpo``: where the files did not change, a reward that
 moved is timing."""
 SPARE_WORKERS = 2
