@@ -36,6 +36,7 @@ import sys
 import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -191,11 +192,15 @@ def main() -> int:
         # The service check runs while the honest episodes are recorded (builds and torch.compile
         # overlap; timings still take the GPU one at a time, under the sandbox's GPU lock). The
         # timing probe's idle figures need the GPU to themselves, so with the probe it runs first.
-        check = BackgroundCall(service_check, start=not args.timing_probe)
-        if args.timing_probe:
+        check = None
+        if not args.timing_probe:
+            pool = ThreadPoolExecutor(1)
+            check = pool.submit(service_check)
+            pool.shutdown(wait=False)
+        else:
             with timed("1_service_honest_kernel"):
                 _budget(t_all, args.budget_s)
-                summary["service_check"] = check.result()
+                summary["service_check"] = service_check()
                 print("  ", summary["service_check"])
                 probe = TimingProbe(SandboxReward(SandboxReward.Config(), tasks, EvalClient(service.url, retries=3)),
                                     tasks[0].name, render_files(read_files(pairs[0][1])))
@@ -209,7 +214,7 @@ def main() -> int:
             summary["honest_rewards"] = {rec["task"]["name"]: rec["reward"] for rec in recs}
             print("  ", summary["honest_rewards"])
 
-        if not args.timing_probe:
+        if check is not None:
             with timed("1_service_honest_kernel_wait"):
                 summary["service_check"] = check.result()
                 print("  ", summary["service_check"])
@@ -314,23 +319,6 @@ def main() -> int:
                                                   "value", "wall_s", "timings_s")}, indent=1, default=str))
     print("errors in:", sorted(summary.get("errors", {})) or "none")
     return 1 if summary.get("errors") else 0
-
-
-class BackgroundCall:
-    """``fn()`` in a thread from the start (or, with ``start=False``, in the caller at ``result()``);
-    ``result()`` returns its value or raises its exception."""
-
-    def __init__(self, fn, start: bool = True):
-        from concurrent.futures import ThreadPoolExecutor
-
-        self.fn, self.future = fn, None
-        if start:
-            pool = ThreadPoolExecutor(1)
-            self.future = pool.submit(fn)
-            pool.shutdown(wait=False)
-
-    def result(self):
-        return self.future.result() if self.future is not None else self.fn()
 
 
 class ServiceProcess:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .agent_env import AgentSession, SessionConfig, initial_messages, tool_schemas
+from .agent_env import REPLY_LOG_CHARS, AgentSession, SessionConfig, initial_messages, tool_schemas
 from .common import (
     DEFAULT_ACTOR,
     GRPOSettings,
@@ -190,7 +190,7 @@ class AgenticStage:
         return finish(trainer, cfg.run.out, log)
 
 
-def _last_text(completions: Any, i: int, chars: int = 300) -> str:
+def _last_text(completions: Any, i: int, chars: int = REPLY_LOG_CHARS) -> str:
     """The end of rollout ``i``'s last message, whatever form TRL passes completions in."""
     try:
         c = completions[i]
