@@ -1,6 +1,7 @@
 """The workspace and the tools, run for real on a temporary workspace (no LLM involved)."""
 
 import os
+import stat
 import time
 
 import pytest
@@ -22,7 +23,7 @@ def test_workspace_layout(env):
     root = env.workspace.root
     assert {p.name for p in root.iterdir()} == {"SKILL.md", "model.py", "model_new.py", "kernels"}
     assert (root / "model.py").read_text() == env.task.source
-    assert not os.access(root / "model.py", os.W_OK) or os.geteuid() == 0  # chmod 444 (root ignores it)
+    assert stat.S_IMODE((root / "model.py").stat().st_mode) == 0o444  # read-only (root could still write it)
     skill = (root / "SKILL.md").read_text()
     for must in ("STABLE_TORCH_LIBRARY", "import cuda_ext", "prepare", "cuBLAS", "cuDNN", "fallback", "1.05"):
         assert must in skill, must

@@ -110,7 +110,9 @@ def test_mix_parsing():
 def test_op_restriction_is_respected(tmp_path):
     synthesize(cfg(tmp_path, count=3, ops=("nn.Linear", "nn.ReLU", "torch.sum", "nn.GELU"),
                    op_mix={1: 1, 2: 1}))
-    for r in read_jsonl(tmp_path / "out.jsonl"):
+    rows = list(read_jsonl(tmp_path / "out.jsonl"))
+    assert len(rows) == 3
+    for r in rows:
         assert set(json.loads(r["ops"])) <= {"nn.Linear", "nn.ReLU", "torch.sum", "nn.GELU"}
 
 

@@ -152,7 +152,7 @@ def test_agentic_environment_runs_real_tools(workdir, cache_dir):
     cheat = read_files(SOLUTIONS / "cheat_torch_fallback")["model_new.py"]
     assert "model_new.py" in env.write_file(path="model_new.py", content=cheat)
     out = env.verify()
-    assert '"verdict": "rejected"' in out and "torch_compute" in out or "torch.sigmoid" in out
+    assert '"verdict": "rejected"' in out and "torch_compute" in out, out
     env.submit(summary="x")
     assert "episode is over" in env.read_file(path="model.py")
     assert env.get_reward() == -1.0
