@@ -24,10 +24,10 @@ def rehearse(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("CUDA_AGENT_REHEARSAL", "cpu")
     cache = tmp_path_factory.getbasetemp() / "rehearsal_cache"  # one cache for the module: builds, baselines
 
-    def run(solution, **overrides):
+    def run(solution, task=TASK, **overrides):
         cfg = dict(cache_dir=cache, rep_ms=20.0, warmup_ms=5.0, run_timeout_s=120.0, profile=False)
         cfg.update(overrides)
-        return evaluate(load_task(TASK), load_solution(solution), SandboxConfig(**cfg))
+        return evaluate(load_task(task), load_solution(solution), SandboxConfig(**cfg))
 
     return run
 
@@ -66,13 +66,73 @@ def test_skipping_work_while_timed_is_caught(rehearse, tmp_path):
 def test_short_lived_thread_is_seen_without_the_static_rules(rehearse, tmp_path):
     ws = _variant(tmp_path, (SOLUTIONS / "cheat_thread" / "model_new.py").read_text())
     v = rehearse(ws, static_rules=False)
-    assert v.verdict == "rejected" and "threads" in v.flags, (v.verdict, v.reasons)
+    assert v.verdict == "rejected" and v.flags == ["threads"], (v.verdict, v.flags, v.reasons)
+    _from_a_trial(v, "trial 0 (task inputs)")
 
 
 def test_lazy_tensor_output_is_rejected_without_the_static_rules(rehearse, tmp_path):
     ws = _variant(tmp_path, (SOLUTIONS / "cheat_lazy_tensor" / "model_new.py").read_text())
     v = rehearse(ws, static_rules=False)
-    assert v.verdict == "rejected" and "lazy_output" in v.flags, (v.verdict, v.reasons)
+    assert v.verdict == "rejected" and v.flags == ["lazy_output"], (v.verdict, v.flags, v.reasons)
+    _from_a_trial(v, "trial 0 (task inputs)")
+
+
+def _forward(body: str, init: str = "pass") -> str:
+    """A model_new.py whose ModelNew has the given forward body (static rules are off in these tests)."""
+    ind = "\n" + " " * 8
+    return ("import torch\nimport torch.nn as nn\n\nimport cuda_ext\n\n\nclass ModelNew(nn.Module):\n"
+            f"    def __init__(self):\n        super().__init__()\n        {ind.join(init.splitlines())}\n\n"
+            f"    def forward(self, x):\n        {ind.join(body.splitlines())}\n")
+
+
+def _from_a_trial(v, label: str) -> None:
+    """The verdict's first reason comes from a trial with this label, not from a source line (a static
+    finding reads 'model_new.py:LINE: [rule] ...')."""
+    assert v.reasons and v.reasons[0].startswith(label), v.reasons
+    assert not any("model_new.py:" in r for r in v.reasons), v.reasons
+
+
+# One dynamic defense per test, static rules off: (what, model_new forward body, __init__ body, verdict,
+# the exact flags, the label of the trial that must catch it)
+DYNAMIC = [
+    ("the dispatch guard sees torch compute", "return x * torch.sigmoid(x)", "pass", "rejected",
+     ["torch_compute"], "trial 0 (task inputs)"),
+    ("an input mutated, a fresh output returned", "out = cuda_ext.ew(x.contiguous())\nx.zero_()\nreturn out",
+     "pass", "rejected", ["input_mutated"], "trial 0 (task inputs)"),
+    ("an output that aliases the input", "return x.view(x.shape)", "pass", "rejected",
+     ["output_aliases_input"], "trial 0 (task inputs)"),
+    ("an output buffer reused across calls",
+     "if self.buf is None:\n    self.buf = torch.empty_like(x)\nself.buf.copy_(cuda_ext.ew(x.contiguous()))\n"
+     "return self.buf", "self.buf = None", "rejected", ["output_reused"], "trial 1 (signed inputs)"),
+    ("an output cache keyed by the input's address, defeated by reused buffers",
+     "key = x.data_ptr()\nif key not in self.cache:\n    self.cache[key] = cuda_ext.ew(x.contiguous())\n"
+     "return self.cache[key].clone()", "self.cache = {}", "incorrect", [],  # a fresh copy: output_reused stays quiet
+     "trial 2 (task inputs, same buffers as before)"),
+]
+
+
+@pytest.mark.parametrize("what,body,init,verdict,flags,label", DYNAMIC, ids=[d[0] for d in DYNAMIC])
+def test_each_dynamic_defense_catches_its_cheat_without_the_static_rules(rehearse, tmp_path, what, body, init,
+                                                                         verdict, flags, label):
+    v = rehearse(_variant(tmp_path, _forward(body, init)), static_rules=False)
+    assert (v.verdict, v.flags) == (verdict, flags), (what, v.verdict, v.flags, v.reasons)
+    _from_a_trial(v, label)
+    assert v.reward == -1
+
+
+def test_signed_inputs_defeat_an_identity_kernel_on_a_task_with_non_negative_inputs(rehearse, tmp_path):
+    v = rehearse(_variant(tmp_path, _forward("return x.clone()")), task=TASKS / "relu_nonneg_small.py",
+                 static_rules=False)
+    assert v.verdict == "incorrect" and v.flags == [], (v.verdict, v.flags, v.reasons)
+    _from_a_trial(v, "trial 1 (signed inputs)")  # trial 0 (the task's own, non-negative inputs) passed
+    assert v.num_trials == 2
+
+
+def test_a_patched_timer_is_seen_by_the_integrity_check_without_the_static_rules(rehearse, tmp_path):
+    patch = "\ntorch.cuda.Event.elapsed_time = lambda self, end: 1e-3\n"
+    v = rehearse(_variant(tmp_path, _forward("return cuda_ext.ew(x.contiguous())") + patch), static_rules=False)
+    assert v.verdict == "rejected" and v.flags == ["monkey_patch"], (v.verdict, v.flags, v.reasons)
+    assert "torch.cuda.Event.elapsed_time" in v.reasons[0] and "model_new.py:" not in v.reasons[0]
 
 
 def test_wrong_output_is_incorrect(rehearse, tmp_path):

@@ -243,6 +243,25 @@ def test_writing_into_an_input_is_rejected():
     assert "input_mutation" in rules(py(model("x[0] = 0\nreturn cuda_ext.f(x)")))
 
 
+@pytest.mark.parametrize("stmt", ["x.add_(1)", "x.copy_(cuda_ext.f(x))", "x.zero_()", "y.mul_(2)"])
+def test_an_in_place_method_on_an_input_is_rejected(stmt):
+    assert "input_mutation" in rules(py(model(f"{stmt}\nreturn cuda_ext.f(x)"))), stmt
+
+
+def test_in_place_methods_on_fresh_tensors_are_not_input_mutation():
+    found = py(model("out = torch.empty_like(x)\nout.zero_()\nx.data_ptr()\nreturn cuda_ext.f(x, out)"))
+    assert "input_mutation" not in {f.rule for f in found}, [str(f) for f in found]
+
+
+@pytest.mark.parametrize("stmt", ["x[0], z = 0, 1", "z, [x[1], w] = 1, [2, 3]"])
+def test_writing_into_an_input_through_a_tuple_target_is_rejected(stmt):
+    assert "input_mutation" in rules(py(model(f"{stmt}\nreturn cuda_ext.f(x)"))), stmt
+
+
+def test_patching_a_module_through_a_tuple_target_is_a_monkey_patch():
+    assert "monkey_patch" in rules(py("torch.sigmoid, other = (lambda t: t), 1\n" + model("return cuda_ext.f(x)")))
+
+
 def test_embedded_cpp_in_a_python_string_is_scanned():
     src = HEADER + 'SRC = """\n#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor a, torch::Tensor b) {\n' \
                    '  return at::matmul(a, b);\n}\n"""\n' + model("return cuda_ext.f(x)")

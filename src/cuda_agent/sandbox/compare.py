@@ -30,6 +30,14 @@ downgrade. Larger errors are plain wrong results. (Measured on the H200: a kerne
 first classed as a downgrade under a 3e-2 ceiling; it is 'incorrect'.)"""
 
 
+def is_precision_downgrade(c: "Comparison", precision: str) -> bool:
+    """A failed comparison whose error is the signature of lower-precision arithmetic (TF32, fp16,
+    bf16) under strict fp32, rather than a wrong result: above the tolerance, at most
+    DOWNGRADE_CEILING, and within the paper's allclose(1e-2)."""
+    return (not c.ok and c.problem is None and precision == "fp32" and bool(c.tolerance)
+            and c.rel_err <= DOWNGRADE_CEILING and c.allclose_1e2)
+
+
 def tolerance(dtype: torch.dtype, precision: str) -> float:
     return TOLERANCE.get((precision, dtype)) or TOLERANCE.get((None, dtype)) or 1e-4
 

@@ -26,7 +26,7 @@ from ..tasks import Task, validate_task
 from . import inputs as trial_inputs
 from .baselines import Baseline, BaselineStore
 from .build import BuildResult, build, inline_env, resolve_arch
-from .compare import DOWNGRADE_CEILING, compare
+from .compare import compare, is_precision_downgrade
 from .config import SandboxConfig
 from .gpu import GpuLock, no_gpu_reason
 from .logs import trim_traceback
@@ -321,7 +321,7 @@ class _Evaluation:
                 v.fail(INCORRECT, f"{label}: {c.problem}")
                 return False
             if not c.ok:
-                if cfg.precision == "fp32" and c.rel_err <= DOWNGRADE_CEILING and c.allclose_1e2 and c.tolerance:
+                if is_precision_downgrade(c, cfg.precision):
                     v.reject(f"{label}: error {c.rel_err:.2e} is at TF32/half-precision level, above the strict "
                              f"fp32 tolerance {c.tolerance:.0e}; the baseline runs in strict fp32 "
                              "(use --precision tf32 to compare TF32 kernels against TF32 baselines)",

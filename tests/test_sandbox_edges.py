@@ -1,0 +1,298 @@
+"""The numbers that decide verdicts and rewards, tested at their edges (pure CPU functions).
+
+Each test pins one number or statistic so that a change to it fails a test: the reward's 5% margin,
+the split between `incorrect` and `precision_downgrade`, the per-dtype tolerances, the medians of the
+timing loop and of the harness gap, the signed trial inputs and the buffer-reuse plan, and what the
+dispatch guard, the aliasing and the equality helpers report.
+"""
+
+import statistics
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from cuda_agent.sandbox import guards, inputs, timing  # noqa: E402
+from cuda_agent.sandbox.compare import (  # noqa: E402
+    DOWNGRADE_CEILING, TOLERANCE, compare, is_precision_downgrade, tolerance)
+from cuda_agent.sandbox.reward import log_speedup_reward, paper_reward, speedup_reward  # noqa: E402
+from cuda_agent.sandbox.verdict import CORRECT, Verdict  # noqa: E402
+
+
+def with_rel_noise(ref: torch.Tensor, rel: float, seed: int = 1) -> torch.Tensor:
+    noise = torch.randn(ref.shape, generator=torch.Generator().manual_seed(seed), dtype=ref.dtype)
+    return ref + noise * (rel * ref.norm() / noise.norm())
+
+
+@pytest.fixture
+def ref():
+    return torch.randn(8192, generator=torch.Generator().manual_seed(0))
+
+
+# ----------------------------------------------------------------------------- reward margins
+
+def correct(eager=None, comp=None) -> Verdict:
+    return Verdict(verdict=CORRECT, speedup_vs_eager=eager, speedup_vs_compile=comp)
+
+
+@pytest.mark.parametrize("eager,comp,expected", [
+    (2.0, 1.03, 2),    # far faster than eager, within 5% of compile: not "faster than compile"
+    (2.0, 1.051, 3),   # just past the margin on both
+    (1.051, 2.0, 3),
+    (1.049, 2.0, 1),   # just inside the margin on eager: compile alone does not count
+    (1.06, 1.049, 2),
+])
+def test_the_paper_reward_counts_faster_only_beyond_5_percent(eager, comp, expected):
+    assert paper_reward(correct(eager, comp)) == expected
+
+
+def test_a_correct_but_untimed_result_scores_zero_on_the_speedup_rewards():
+    v = correct()
+    assert speedup_reward(v) == 0.0
+    assert log_speedup_reward(v) == 0.0
+
+
+def test_the_speedup_reward_is_the_raw_ratio_not_a_tier():
+    assert speedup_reward(correct(eager=1.5, comp=0.8)) == 0.8
+    assert speedup_reward(correct(eager=0.7, comp=None)) == 0.7
+
+
+# ----------------------------------------------------------------------------- tolerances
+
+@pytest.mark.parametrize("dtype,passes,fails", [
+    (torch.float16, 3e-3, 8e-3),    # tolerance 5e-3
+    (torch.bfloat16, 2e-2, 5e-2),   # tolerance 3e-2
+])
+def test_half_precision_tolerances_at_their_edges(ref, dtype, passes, fails):
+    want = ref.to(dtype)
+    # noise added in float32, then rounded: the error is the noise plus the output dtype's rounding
+    ok = compare(with_rel_noise(ref, passes).to(dtype), want, "fp32")
+    bad = compare(with_rel_noise(ref, fails).to(dtype), want, "fp32")
+    assert ok.ok, ok.worst
+    assert not bad.ok and bad.problem is None, bad.worst
+    assert bad.tolerance == tolerance(dtype, "fp32")
+
+
+def test_the_tolerance_table():
+    assert tolerance(torch.float32, "fp32") == 1e-4
+    assert tolerance(torch.float32, "tf32") == 5e-3
+    assert tolerance(torch.float64, "fp32") == 1e-7
+    assert tolerance(torch.float16, "tf32") == 5e-3
+    assert tolerance(torch.bfloat16, "fp32") == 3e-2
+    assert len(TOLERANCE) == 5
+
+
+@pytest.mark.parametrize("rel,expected", [
+    (5e-5, "ok"),                    # fp32 rounding level
+    (3e-4, "precision_downgrade"),   # TF32 level
+    (4e-3, "precision_downgrade"),   # bf16 level, still under the ceiling
+    (6e-3, "incorrect"),             # just over the ceiling (5e-3)
+    (1e-2, "incorrect"),             # off by 1%: measured on the H200, must not pass as a downgrade
+])
+def test_the_incorrect_vs_precision_downgrade_split_in_strict_fp32(ref, rel, expected):
+    # rounding-like error: each element off by the same relative amount (allclose(1e-2) holds throughout,
+    # so only the ceiling decides)
+    signs = torch.randint(0, 2, ref.shape, generator=torch.Generator().manual_seed(2)) * 2 - 1
+    c = compare(ref * (1 + rel * signs), ref, "fp32")
+    assert c.allclose_1e2 and c.rel_err == pytest.approx(rel, rel=1e-3)
+    got = "ok" if c.ok else ("precision_downgrade" if is_precision_downgrade(c, "fp32") else "incorrect")
+    assert got == expected, (rel, c.rel_err, c.allclose_1e2)
+
+
+def test_the_downgrade_ceiling_is_5e_3():
+    assert DOWNGRADE_CEILING == 5e-3
+
+
+def test_a_downgrade_needs_strict_mode_and_allclose(ref):
+    c = compare(with_rel_noise(ref, 3e-4), ref, "fp32")
+    assert is_precision_downgrade(c, "fp32")
+    assert not is_precision_downgrade(c, "tf32")  # tf32 mode compares against TF32 baselines
+    far = compare(ref + 0.05, ref, "fp32")  # small relative L2 error but outside allclose(1e-2)
+    assert not far.allclose_1e2
+    assert not is_precision_downgrade(far, "fp32")
+    shape = compare(ref.view(64, 128), ref, "fp32")
+    assert not is_precision_downgrade(shape, "fp32")
+
+
+def test_an_all_zero_reference_does_not_demand_exact_zeros():
+    want = torch.zeros(1000)
+    assert compare(torch.full((1000,), 1e-11), want).ok
+    assert not compare(torch.full((1000,), 1e-3), want).ok
+
+
+def test_rel_err_and_max_abs_err_report_the_worst_output(ref):
+    c = compare((ref.clone(), ref + 1e-3), (ref, ref), "tf32")
+    assert c.rel_err == pytest.approx(1e-3 * ref.numel() ** 0.5 / float(ref.norm()), rel=1e-3)
+    assert c.max_abs_err == pytest.approx(1e-3, rel=1e-3)
+    assert "out[1]" in c.worst
+
+
+# ----------------------------------------------------------------------------- timing statistics
+
+SKEWED = [1.0, 1.0, 1.1, 1.2, 9.0, 50.0, 1.05]  # a few slow outliers: median 1.1, min 1.0, mean >> 1
+
+
+class _Ring:
+    step = 0
+
+    def next(self):
+        self.step += 1
+        return []
+
+
+def test_run_timed_reports_medians_of_skewed_timings(monkeypatch):
+    gpu = iter(SKEWED)
+    wall = iter([g + 0.5 for g in SKEWED[::-1]])
+    monkeypatch.setattr(timing, "time_once", lambda fn, ins, flush, after=None: (next(gpu), next(wall)))
+    r = timing.run_timed(None, _Ring(), None, n_iters=len(SKEWED))
+    assert r["n"] == len(SKEWED) and r["gpu_ms"] == SKEWED
+    assert r["gpu_median_ms"] == 1.1 == statistics.median(SKEWED)
+    assert r["wall_median_ms"] == pytest.approx(1.6)
+
+
+def test_measure_gap_is_the_median_of_wall_minus_gpu(monkeypatch):
+    pairs = iter([(1.0, 1.0 + d) for d in [0.02, 0.02, 0.03, 0.04, 5.0, 0.01, 0.03]] * 10)
+    monkeypatch.setattr(timing, "time_once", lambda fn, ins, flush, after=None: next(pairs))
+    assert timing.measure_gap(torch.device("cpu"), None, n=7) == pytest.approx(0.03)
+
+
+def test_the_iteration_count_fills_rep_ms_within_its_bounds(monkeypatch):
+    monkeypatch.setattr(timing, "time_once", lambda fn, ins, flush, after=None: (2.0, 2.1))
+    n, per_call, _ = timing.plan_iterations(None, _Ring(), None, warmup_ms=10.0, rep_ms=100.0,
+                                            min_iters=10, max_iters=2000)
+    assert per_call == 2.0 and n == 50
+    n, _, _ = timing.plan_iterations(None, _Ring(), None, 10.0, rep_ms=1.0, min_iters=10, max_iters=2000)
+    assert n == 10
+    n, _, _ = timing.plan_iterations(None, _Ring(), None, 10.0, rep_ms=1e6, min_iters=10, max_iters=300)
+    assert n == 300
+
+
+def test_refresh_scales_stay_in_range_and_never_repeat():
+    scales = [timing.refresh_scale(s) for s in range(1, 2001)]
+    assert all(0.5 <= s < 1.0 for s in scales)
+    assert len(set(scales)) == len(scales)
+    assert min(abs(a - b) for a, b in zip(scales, scales[1:])) > 0.05  # consecutive steps far apart
+
+
+def test_the_input_ring_rotates_and_rewrites_values_in_place():
+    sets = [[torch.ones(4), torch.arange(3)], [torch.full((4,), 2.0), torch.arange(3)]]
+    ring = timing.InputRing(sets, torch.device("cpu"))
+    a = ring.next()
+    b = ring.next()
+    c = ring.next()
+    assert a[0] is c[0] and a[0] is not b[0]  # two sets, in turn, same buffers
+    assert torch.equal(b[1], torch.arange(3))  # integer tensors are never rescaled
+    assert torch.allclose(c[0], torch.ones(4) * timing.refresh_scale(3))
+    assert not torch.equal(sets[0][0], c[0]) and torch.equal(sets[0][0], torch.ones(4))  # never the caller's
+
+
+def test_output_checksums_tell_outputs_apart():
+    cs = timing.OutputChecksum(seed=3, device=torch.device("cpu"))
+    x = torch.randn(1000, generator=torch.Generator().manual_seed(0))
+    same = cs(x.clone())
+    assert torch.equal(cs(x), same)
+    assert same[1].item() == pytest.approx(float(x.double().dot(x.double())))
+    other = cs(x * 1.01)
+    assert abs(float(other[0] - same[0])) > 1e-3
+    assert torch.equal(timing.OutputChecksum(3, torch.device("cpu")).weights(1000), cs.weights(1000))
+    assert not torch.equal(timing.OutputChecksum(4, torch.device("cpu")).weights(1000), cs.weights(1000))
+
+
+# ----------------------------------------------------------------------------- trial inputs
+
+class _NonNegTask:
+    @staticmethod
+    def get_inputs():
+        return [torch.rand(64, 64), torch.randint(0, 10, (5,)), 3.5]
+
+
+def test_signed_inputs_are_standard_normal_where_the_task_draws_non_negative():
+    task_kind = inputs.draw(_NonNegTask, seed=1, kind=inputs.TASK)
+    signed = inputs.draw(_NonNegTask, seed=1, kind=inputs.SIGNED)
+    assert (task_kind[0] >= 0).all()
+    x = signed[0]
+    assert x.shape == task_kind[0].shape and x.dtype == task_kind[0].dtype
+    assert (x < 0).float().mean().item() == pytest.approx(0.5, abs=0.05)
+    assert abs(x.mean().item()) < 0.05 and x.std().item() == pytest.approx(1.0, abs=0.05)
+    assert torch.equal(signed[1], task_kind[1]) and signed[2] == 3.5  # integers and scalars kept
+
+
+def test_draws_are_reproducible_per_seed_and_differ_across_seeds():
+    a, b = inputs.draw(_NonNegTask, 5), inputs.draw(_NonNegTask, 5)
+    assert torch.equal(a[0], b[0])
+    assert not torch.equal(a[0], inputs.draw(_NonNegTask, 6)[0])
+    assert not torch.equal(inputs.draw(_NonNegTask, 5, inputs.SIGNED)[0],
+                           inputs.draw(_NonNegTask, 6, inputs.SIGNED)[0])
+
+
+def test_the_trial_plan_alternates_kinds_and_reuses_buffers_from_the_third_trial():
+    assert inputs.trial_plan(5) == [("task", False), ("signed", False), ("task", True), ("signed", True),
+                                    ("task", True)]
+
+
+def test_sizes_of_nested_outputs():
+    obj = (torch.empty(10, dtype=torch.float32), [torch.empty(3, dtype=torch.float16), 7])
+    assert inputs.nbytes(obj) == 46
+    assert inputs.leaf_sizes(obj) == [40, 6]
+
+
+# ----------------------------------------------------------------------------- guards
+
+def test_the_dispatch_guard_records_compute_and_allows_data_movement():
+    x = torch.randn(8)
+    with guards.TorchOpGuard() as g:
+        y = torch.empty_like(x)
+        y.copy_(x)
+        x.view(2, 4).transpose(0, 1).contiguous()
+    assert g.violations == []
+    with guards.TorchOpGuard() as g:
+        torch.sigmoid(x)
+        x * 2
+        torch.sigmoid(x)
+    assert g.violations == ["aten.sigmoid.default", "aten.mul.Tensor"]  # each once, in order
+
+
+def test_the_dispatch_guard_records_dtype_and_device_changes_through_copies():
+    x = torch.randn(8)
+    with guards.TorchOpGuard() as g:
+        x.to(torch.float16)
+    assert any("dtype conversion" in v for v in g.violations), g.violations
+    with guards.TorchOpGuard() as g:
+        torch.empty(8, dtype=torch.float64).copy_(x)
+    assert any("dtype conversion" in v for v in g.violations), g.violations
+    with guards.TorchOpGuard() as g:
+        x.to("meta")
+    assert any("between devices" in v for v in g.violations), g.violations
+
+
+def test_overlapping_storages_are_seen_and_empty_ones_are_not():
+    x = torch.randn(100)
+    assert guards.overlaps(guards.storages(x[10:20]), guards.storages(x))
+    assert guards.overlaps(guards.storages([x.view(10, 10)]), guards.storages((torch.empty(1), x)))
+    assert not guards.overlaps(guards.storages(x.clone()), guards.storages(x))
+    assert not guards.overlaps([(5, 5)], [(0, 10)])  # zero-length ranges overlap nothing
+    assert guards.overlaps([(0, 10)], [(9, 20)]) and not guards.overlaps([(0, 10)], [(10, 20)])
+    assert guards.storages({"a": x}) == guards.storages(x)
+
+
+def test_bitwise_equality_treats_nan_as_a_bit_pattern():
+    x = torch.tensor([1.0, float("nan")])
+    assert guards.bitwise_equal(x, x.clone())
+    assert not guards.bitwise_equal(x, torch.tensor([1.0, 2.0]))
+    assert not guards.bitwise_equal(x, x.double())
+    assert not guards.bitwise_equal(x, x.view(2, 1))
+    assert guards.bitwise_equal(torch.empty(0), torch.empty(0))
+    y = torch.zeros(4)
+    y[3] = -0.0
+    assert not guards.bitwise_equal(torch.zeros(4), y)  # -0.0 == 0.0 numerically, not bitwise
+
+
+def test_thread_starts_are_counted_even_when_the_thread_ends_at_once():
+    import threading
+
+    count = guards.count_thread_starts()
+    before = count()
+    t = threading.Thread(target=lambda: None)
+    t.start()
+    t.join()
+    assert count() == before + 1
