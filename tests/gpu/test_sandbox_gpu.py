@@ -74,51 +74,91 @@ def test_failures_get_the_right_verdict(cache_dir, label, task, solution, verdic
         assert "illegal memory access" in (v.log + " ".join(v.reasons))
 
 
-# (class of cheat, task, solution, accepted outcomes, flag expected when the verdict is 'correct')
+# (class of cheat, task, solution, verdict, the flag that must fire (None: none may), where the first reason
+# must come from: "static" (a source line, "file:LINE: [rule]"), or the prefix of the dynamic check's reason)
+STATIC = "static"
 CHEATS = [
-    ("torch fallback in forward", SWISH, "cheat_torch_fallback", {"rejected"}),
-    ("torch compute hidden in a C++ binding", TASKS / "row_sum.py", "cheat_hidden_aten", {"rejected"}),
-    ("delegates to the reference Model", SWISH, "cheat_delegate", FAILED),
-    ("try/except fallback to torch", SWISH, "cheat_try_except", {"rejected"}),
-    ("monkey-patches the timer", SWISH, "cheat_monkeypatch_timer", {"rejected"}),
-    ("threads", SWISH, "cheat_thread", {"rejected", "incorrect"}),
-    ("output cache keyed by pointer", SWISH, "cheat_pointer_cache", {"incorrect", "rejected"}),
-    ("skips work while timed", SWISH, "cheat_skip_while_timed", {"incorrect"}),
-    ("side stream", SWISH, "cheat_side_stream", {"rejected"}),
-    ("lazy tensor subclass", SWISH, "cheat_lazy_tensor", {"rejected"}),
-    ("mutates its input", SWISH, "cheat_mutate_input", {"rejected"}),
-    ("relies on freed memory", SWISH, "cheat_freed_memory", {"incorrect"}),
-    ("identity on non-negative inputs", TASKS / "relu_nonneg.py", "cheat_identity_nonneg", {"incorrect"}),
-    ("TF32 against a strict-FP32 baseline", TASKS / "linear_relu.py", "cheat_tf32_gemm", {"rejected"}),
+    ("torch fallback in forward", SWISH, "cheat_torch_fallback", "rejected", "torch_compute", STATIC),
+    ("torch compute hidden in a C++ binding", TASKS / "row_sum.py", "cheat_hidden_aten", "rejected",
+     "torch_compute", "trial 0 (task inputs)"),
+    ("delegates to the reference Model", SWISH, "cheat_delegate", "rejected", "delegates_to_reference", STATIC),
+    ("try/except fallback to torch", SWISH, "cheat_try_except", "rejected", "fallback", STATIC),
+    ("monkey-patches the timer", SWISH, "cheat_monkeypatch_timer", "rejected", "monkey_patch", STATIC),
+    ("threads", SWISH, "cheat_thread", "rejected", "threads", STATIC),
+    ("output cache keyed by pointer", SWISH, "cheat_pointer_cache", "rejected", "output_reused",
+     "trial 2 (task inputs, same buffers as before)"),
+    ("output cache keyed by pointer, handing back copies", SWISH, "cheat_pointer_cache_copy", "incorrect", None,
+     "trial 2 (task inputs, same buffers as before)"),
+    ("skips work while timed", SWISH, "cheat_skip_while_timed", "incorrect", "timed_outputs_wrong", ""),
+    ("side stream", SWISH, "cheat_side_stream", "rejected", "side_stream", STATIC),
+    ("lazy tensor subclass", SWISH, "cheat_lazy_tensor", "rejected", "lazy_tensor", STATIC),
+    ("mutates its input and returns it", SWISH, "cheat_mutate_input", "rejected", "input_mutated",
+     "trial 0 (task inputs)"),
+    ("mutates its input, returns a fresh output", SWISH, "cheat_mutate_input_fresh", "rejected", "input_mutated",
+     "trial 0 (task inputs)"),
+    ("relies on freed memory", SWISH, "cheat_freed_memory", "incorrect", None, "trial 0 (task inputs)"),
+    ("identity on non-negative inputs", TASKS / "relu_nonneg.py", "cheat_identity_nonneg", "incorrect", None,
+     "trial 1 (signed inputs)"),
+    ("TF32 against a strict-FP32 baseline", TASKS / "linear_relu.py", "cheat_tf32_gemm", "rejected",
+     "precision_downgrade", "trial 0 (task inputs)"),
 ]
+EXACT_FLAGS = {"cheat_mutate_input": ["output_aliases_input", "input_mutated"],
+               "cheat_mutate_input_fresh": ["input_mutated"]}
+"""Cheats whose whole flag list is pinned: the fresh-output variant must trip the input check alone."""
 
 
-@pytest.mark.parametrize("label,task,solution,outcomes", CHEATS, ids=[c[0] for c in CHEATS])
-def test_cheats_are_caught(cache_dir, label, task, solution, outcomes):
+def _first_reason_from(v, where: str) -> None:
+    static = [r for r in v.reasons if ".py:" in r.split(" ")[0] or ".cpp:" in r.split(" ")[0] or ".cu:" in r.split(" ")[0]]
+    if where == STATIC:
+        assert static, v.reasons
+    else:
+        assert not static, ("a static finding decided a verdict that must come from a trial", v.reasons)
+        assert v.reasons and v.reasons[0].startswith(where), v.reasons
+
+
+@pytest.mark.parametrize("label,task,solution,verdict,flag,where", CHEATS, ids=[c[0] for c in CHEATS])
+def test_cheats_are_caught_by_the_defense_meant_for_them(cache_dir, label, task, solution, verdict, flag, where):
     v = run(cache_dir, task, SOLUTIONS / solution)
-    assert v.verdict in outcomes, (label, v.verdict, v.reasons)
+    assert v.verdict == verdict, (label, v.verdict, v.flags, v.reasons)
+    if solution in EXACT_FLAGS:
+        assert v.flags == EXACT_FLAGS[solution], v.flags
+    elif flag is None:
+        assert not v.flags, v.flags
+    else:
+        assert flag in v.flags, (label, v.flags, v.reasons)
+    _first_reason_from(v, where)
     assert v.reward == -1
 
 
-# Static rules off: the dynamic layer alone must still catch (or neutralize) these.
+# Static rules off: the dynamic layer alone must still catch these, by the defense named.
 DYNAMIC_ONLY = [
-    ("torch fallback", SWISH, "cheat_torch_fallback", {"rejected"}, None),
-    ("try/except fallback", SWISH, "cheat_try_except", {"rejected"}, None),
-    ("monkey-patched timer", SWISH, "cheat_monkeypatch_timer", {"rejected"}, None),
-    ("threads", SWISH, "cheat_thread", {"rejected", "incorrect"}, None),
-    ("lazy tensor", SWISH, "cheat_lazy_tensor", {"rejected"}, None),
-    ("side stream", SWISH, "cheat_side_stream", {"rejected", "correct"}, "timing_mismatch"),
+    ("torch fallback", SWISH, "cheat_torch_fallback", "torch_compute", "trial 0 (task inputs)"),
+    ("try/except fallback", SWISH, "cheat_try_except", "torch_compute", "trial 0 (task inputs)"),
+    ("monkey-patched timer", SWISH, "cheat_monkeypatch_timer", "monkey_patch",
+     "the harness's own functions or settings were changed"),
+    ("threads", SWISH, "cheat_thread", "threads", "trial 0 (task inputs)"),
+    ("lazy tensor", SWISH, "cheat_lazy_tensor", "lazy_output", "trial 0 (task inputs)"),
 ]
 
 
-@pytest.mark.parametrize("label,task,solution,outcomes,flag", DYNAMIC_ONLY, ids=[d[0] for d in DYNAMIC_ONLY])
-def test_dynamic_defenses_hold_without_static_rules(cache_dir, label, task, solution, outcomes, flag):
+@pytest.mark.parametrize("label,task,solution,flag,where", DYNAMIC_ONLY, ids=[d[0] for d in DYNAMIC_ONLY])
+def test_dynamic_defenses_hold_without_static_rules(cache_dir, label, task, solution, flag, where):
     v = run(cache_dir, task, SOLUTIONS / solution, static_rules=False)
-    assert v.verdict in outcomes, (label, v.verdict, v.reasons)
+    assert v.verdict == "rejected" and v.flags == [flag], (label, v.verdict, v.flags, v.reasons)
+    _first_reason_from(v, where)
+
+
+def test_side_stream_work_is_charged_without_static_rules(cache_dir):
+    """The side-stream kernel launches 21 times the honest kernel's work where the events cannot see it.
+    Neutralized means its reward is no better than the honest kernel's and its time shows the work."""
+    honest = run(cache_dir, SWISH, EXAMPLES / "swish" / "solution")
+    v = run(cache_dir, SWISH, SOLUTIONS / "cheat_side_stream", static_rules=False)
+    assert honest.verdict == "correct" and honest.reward >= 2, (honest.reasons, honest.flags)
+    assert v.verdict in ("correct", "rejected"), v.reasons
     if v.verdict == "correct":
-        assert flag in v.flags, v.flags
-        # neutralized: the reported time includes the hidden work
-        assert v.ms >= v.timing["wall_median_ms"] - v.timing["gap_ms"] - 1e-6
+        assert "timing_mismatch" in v.flags or "timer_mismatch" in v.flags, v.flags
+        assert v.ms > 5 * honest.ms, (v.ms, honest.ms)  # 21x the work: far slower than the honest kernel
+        assert v.reward < honest.reward and v.speedup_vs_eager < 1.0, (v.reward, v.speedup_vs_eager)
 
 
 def test_tf32_kernel_is_fair_in_tf32_mode(cache_dir):
