@@ -1,0 +1,158 @@
+"""Mutation testing of the sandbox's defenses (issue 21): what share of small deliberate bugs in the modules
+that decide verdicts does the CPU suite catch?
+
+    python benchmarks/mutation.py --work /tmp/mutation --children 16 --out mutation.json [--modules compare,reward]
+
+It copies the working tree (tracked and untracked-not-ignored files) to ``--work`` and runs mutmut there over
+``sandbox/{compare,reward,inputs,timing,static,guards,worker}.py`` with the CPU suite (``tests/`` less the GPU
+tests). Every mutant is run against the tests that reach the mutated function, including tests that reach it
+only inside a sandbox worker process: ``mutation_support/`` credits those to their test (see its
+sitecustomize.py). GPUs are hidden (``CUDA_VISIBLE_DEVICES=``), so a GPU host runs the suite as the CPU
+machine does, only with more cores. Too slow for CI: about 45 min on 2 cores for compare and reward alone.
+
+Statuses: a mutant is *caught* when a selected test failed, timed out or crashed; *survived* when every
+selected test passed; *no tests* when no test reaches its function. Mutants listed in
+``mutation_equivalent.txt`` (name, then why it cannot change behaviour) are left out of the score, which is
+caught / (all checked - equivalent) per module. The timing-sensitive tests in DESELECT are left out of the
+run: under parallel load they can fail on an unmutated tree, and such a failure would count as a catch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SUPPORT = Path(__file__).resolve().parent / "mutation_support"
+EQUIVALENT = Path(__file__).resolve().parent / "mutation_equivalent.txt"
+MODULES = ["compare", "reward", "inputs", "timing", "static", "guards", "worker"]
+DESELECT = [
+    "test_evaluator_clock_remeasures_the_harness_cost_before_distrusting_the_worker",  # host-load timing
+    "test_a_bench_sigkilled_mid_evaluation_leaves_no_worker_and_resumes_exactly",  # sleeps, then SIGKILL
+    "test_claim_makes_a_second_process_wait_until_released",  # inter-process timing
+]
+CAUGHT = {"killed", "timeout", "segfault", "suspicious"}
+
+
+def copy_tree(dest: Path) -> None:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True,
+                           capture_output=True, text=True).stdout.splitlines()
+    if dest.exists():
+        shutil.rmtree(dest)
+    for rel in files:
+        src = ROOT / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+
+
+def configure(dest: Path, modules: list[str], tests: list[str]) -> None:
+    selection = ", ".join(f'"{t}"' for t in tests)
+    only = ", ".join(f'"src/cuda_agent/sandbox/{m}.py"' for m in modules)
+    deselect = " and ".join(f"not {t}" for t in DESELECT)
+    with open(dest / "pyproject.toml", "a") as f:
+        f.write(f"""
+[tool.mutmut]
+source_paths = ["src"]
+only_mutate = [{only}]
+pytest_add_cli_args_test_selection = [{selection}, "--ignore=tests/gpu"]
+pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "mutation_hits", "-m", "not gpu", "-k", "{deselect}"]
+process_isolation = "forkserver"
+""")
+
+
+def load_equivalent() -> dict[str, str]:
+    out = {}
+    if EQUIVALENT.exists():
+        for line in EQUIVALENT.read_text().splitlines():
+            if line.strip() and not line.startswith("#"):
+                name, _, why = line.strip().partition(" ")
+                out[name] = why.strip()
+    return out
+
+
+def results(work: Path, env: dict) -> dict[str, str]:
+    out = subprocess.run(["mutmut", "results", "--all", "true"], cwd=work, env=env, capture_output=True, text=True)
+    status = {}
+    for line in out.stdout.splitlines():
+        name, sep, st = line.strip().rpartition(": ")
+        if sep and name.startswith("cuda_agent."):
+            status[name] = st
+    return status
+
+
+def summarize(status: dict[str, str], equivalent: dict[str, str]) -> dict:
+    per = {}
+    for name, st in status.items():
+        module = name.split(".")[2]
+        c = per.setdefault(module, Counter())
+        c["equivalent" if name in equivalent else st] += 1
+    table = {}
+    for module, c in sorted(per.items()):
+        caught = sum(c[s] for s in CAUGHT)
+        checked = sum(v for s, v in c.items() if s not in ("not checked", "equivalent"))
+        table[module] = {"mutants": sum(c.values()), "caught": caught, "survived": c["survived"],
+                         "no_tests": c["no tests"], "not_checked": c["not checked"], "equivalent": c["equivalent"],
+                         "score": round(caught / checked, 4) if checked else None}
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", type=Path, default=Path("/tmp/cuda_agent_mutation"))
+    ap.add_argument("--children", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--modules", default=",".join(MODULES))
+    ap.add_argument("--tests", default="tests", help="space-separated pytest paths (default: the CPU suite)")
+    ap.add_argument("--time-limit", type=float, default=None, help="stop mutmut after this many seconds")
+    ap.add_argument("--out", type=Path, default=None, help="JSON: per-module table and every survivor")
+    args = ap.parse_args(argv)
+    modules = args.modules.split(",")
+    work = args.work.resolve()
+    copy_tree(work)
+    configure(work, modules, args.tests.split())
+    env = dict(os.environ, PYTHONPATH=f"{work / 'mutants' / 'src'}{os.pathsep}{SUPPORT}",
+               CUDA_AGENT_MUTATION_HITS=str(work / "worker_hits.txt"), CUDA_VISIBLE_DEVICES="",
+               PYTHONDONTWRITEBYTECODE="1")
+    env.pop("CUDA_AGENT_REHEARSAL", None)
+    t0 = time.time()
+    proc = subprocess.Popen(["mutmut", "run", "--max-children", str(args.children)], cwd=work, env=env,
+                            stdout=open(work / "mutmut_run.log", "w"), stderr=subprocess.STDOUT)
+    try:
+        proc.wait(timeout=args.time_limit)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    wall = time.time() - t0
+    status = results(work, env)
+    equivalent = load_equivalent()
+    table = summarize(status, equivalent)
+    survivors = sorted(n for n, s in status.items() if s in ("survived", "no tests") and n not in equivalent)
+    report = {"modules": table, "wall_s": round(wall, 1), "children": args.children, "mutmut_exit": proc.returncode,
+              "survivors": survivors, "deselected": DESELECT}
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1))
+    print(f"{'module':10s} {'mutants':>8s} {'caught':>7s} {'survived':>9s} {'no tests':>9s} {'unchecked':>10s} "
+          f"{'equiv':>6s} {'score':>7s}")
+    for m, r in table.items():
+        print(f"{m:10s} {r['mutants']:8d} {r['caught']:7d} {r['survived']:9d} {r['no_tests']:9d} "
+              f"{r['not_checked']:10d} {r['equivalent']:6d} {r['score'] if r['score'] is not None else '-':>7}")
+    print(f"wall {wall:.0f} s with {args.children} children; {len(survivors)} survivors"
+          + (f" (listed in {args.out})" if args.out else ""))
+    if not status:
+        print(open(work / "mutmut_run.log").read()[-3000:], file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
