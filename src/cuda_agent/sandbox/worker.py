@@ -358,7 +358,35 @@ def main() -> None:
 
     _exit_with_parent()  # before any candidate code: its start is not counted against the candidate
     conn = Connection(int(sys.argv[1]))
-    Worker(conn).serve()
+    worker = Worker(conn)
+    profile_dir = os.environ.get(PROFILE_ENV)
+    if profile_dir:  # diagnostics (benchmarks/sandbox_profile.py): where a worker's time goes, op by op
+        _serve_profiled(worker, profile_dir)
+    else:
+        worker.serve()
+
+
+PROFILE_ENV = "CUDA_AGENT_WORKER_PROFILE"
+"""A directory: each worker writes a cProfile of itself there after every request (it is killed, not
+exited, at the end of an evaluation, so it cannot wait until exit)."""
+
+
+def _serve_profiled(worker: Worker, directory: str) -> None:
+    import cProfile
+
+    prof, send = cProfile.Profile(), worker.send
+    path = os.path.join(directory, f"worker-{os.getpid()}.prof")
+
+    def send_and_dump(obj) -> None:
+        send(obj)
+        prof.disable()
+        prof.dump_stats(path + ".tmp")
+        os.replace(path + ".tmp", path)  # whole files only: the worker may be killed at any moment
+        prof.enable()
+
+    worker.send = send_and_dump
+    prof.enable()
+    worker.serve()
 
 
 if __name__ == "__main__":
