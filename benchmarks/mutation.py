@@ -38,12 +38,19 @@ DESELECT = [
     "test_a_bench_sigkilled_mid_evaluation_leaves_no_worker_and_resumes_exactly",  # sleeps, then SIGKILL
     "test_claim_makes_a_second_process_wait_until_released",  # inter-process timing
 ]
+MUTMUT = [sys.executable, "-c", "import sys; sys.argv[0] = 'mutmut'; from mutmut.__main__ import cli; cli()"]
 CAUGHT = {"killed", "timeout", "segfault", "suspicious"}
 
 
 def copy_tree(dest: Path) -> None:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True,
-                           capture_output=True, text=True).stdout.splitlines()
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                            text=True)
+    if listed.returncode == 0:
+        files = listed.stdout.splitlines()
+    else:  # a copy of the tree without its .git (e.g. on the GPU host): the folders the tests read
+        files = [str(p.relative_to(ROOT)) for d in ("src", "tests", "examples", "configs", "benchmarks", "docs")
+                 for p in (ROOT / d).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+        files += ["pyproject.toml", "README.md"]
     if dest.exists():
         shutil.rmtree(dest)
     for rel in files:
@@ -61,6 +68,7 @@ def configure(dest: Path, modules: list[str], tests: list[str]) -> None:
         f.write(f"""
 [tool.mutmut]
 source_paths = ["src"]
+also_copy = ["examples", "configs", "benchmarks", "docs", "README.md"]
 only_mutate = [{only}]
 pytest_add_cli_args_test_selection = [{selection}, "--ignore=tests/gpu"]
 pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "mutation_hits", "-m", "not gpu", "-k", "{deselect}"]
@@ -79,7 +87,7 @@ def load_equivalent() -> dict[str, str]:
 
 
 def results(work: Path, env: dict) -> dict[str, str]:
-    out = subprocess.run(["mutmut", "results", "--all", "true"], cwd=work, env=env, capture_output=True, text=True)
+    out = subprocess.run([*MUTMUT, "results", "--all", "true"], cwd=work, env=env, capture_output=True, text=True)
     status = {}
     for line in out.stdout.splitlines():
         name, sep, st = line.strip().rpartition(": ")
@@ -104,6 +112,19 @@ def summarize(status: dict[str, str], equivalent: dict[str, str]) -> dict:
     return table
 
 
+def show_diffs(work: Path, env: dict, names: list[str], dest: Path) -> None:
+    """Every survivor's diff in one file (one mutmut process, not one per mutant)."""
+    code = ("import sys\nfrom mutmut.__main__ import find_mutant, get_diff_for_mutant\n"
+            "for name in sys.stdin.read().split():\n"
+            "    try:\n"
+            "        print(get_diff_for_mutant(name, path=find_mutant(name).path))\n"
+            "    except Exception as e:\n"
+            "        print(f'# {name}: {e!r}')\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=work, env=env, input="\n".join(names),
+                         capture_output=True, text=True)
+    dest.write_text(out.stdout + out.stderr[-2000:])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, default=Path("/tmp/cuda_agent_mutation"))
@@ -112,17 +133,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tests", default="tests", help="space-separated pytest paths (default: the CPU suite)")
     ap.add_argument("--time-limit", type=float, default=None, help="stop mutmut after this many seconds")
     ap.add_argument("--out", type=Path, default=None, help="JSON: per-module table and every survivor")
+    ap.add_argument("--diffs", type=Path, default=None, help="text: the diff of every survivor")
+    ap.add_argument("--resume", action="store_true", help="keep --work as it is and go on where mutmut stopped")
     args = ap.parse_args(argv)
     modules = args.modules.split(",")
     work = args.work.resolve()
-    copy_tree(work)
-    configure(work, modules, args.tests.split())
-    env = dict(os.environ, PYTHONPATH=f"{work / 'mutants' / 'src'}{os.pathsep}{SUPPORT}",
+    if not (args.resume and (work / "mutants").exists()):
+        copy_tree(work)
+        configure(work, modules, args.tests.split())
+    path = [str(work / "mutants" / "src"), str(SUPPORT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path),
                CUDA_AGENT_MUTATION_HITS=str(work / "worker_hits.txt"), CUDA_VISIBLE_DEVICES="",
                PYTHONDONTWRITEBYTECODE="1")
     env.pop("CUDA_AGENT_REHEARSAL", None)
     t0 = time.time()
-    proc = subprocess.Popen(["mutmut", "run", "--max-children", str(args.children)], cwd=work, env=env,
+    proc = subprocess.Popen([*MUTMUT, "run", "--max-children", str(args.children)], cwd=work, env=env,
                             stdout=open(work / "mutmut_run.log", "w"), stderr=subprocess.STDOUT)
     try:
         proc.wait(timeout=args.time_limit)
@@ -141,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
               "survivors": survivors, "deselected": DESELECT}
     if args.out:
         args.out.write_text(json.dumps(report, indent=1))
+    if args.diffs:
+        show_diffs(work, env, survivors, args.diffs)
     print(f"{'module':10s} {'mutants':>8s} {'caught':>7s} {'survived':>9s} {'no tests':>9s} {'unchecked':>10s} "
           f"{'equiv':>6s} {'score':>7s}")
     for m, r in table.items():
