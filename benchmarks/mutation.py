@@ -146,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
                CUDA_AGENT_MUTATION_HITS=str(work / "worker_hits.txt"), CUDA_VISIBLE_DEVICES="",
                PYTHONDONTWRITEBYTECODE="1")
     env.pop("CUDA_AGENT_REHEARSAL", None)
+    # exists before mutmut starts: a PYTHONPATH folder missing at interpreter start is cached as absent, and
+    # the tests in mutmut's own process would import the unmutated package instead
+    (work / "mutants" / "src").mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     proc = subprocess.Popen([*MUTMUT, "run", "--max-children", str(args.children)], cwd=work, env=env,
                             stdout=open(work / "mutmut_run.log", "w"), stderr=subprocess.STDOUT)

@@ -5,8 +5,9 @@ the active mutant from ``MUTANT_UNDER_TEST``. The sandbox's workers are separate
 ``python -m cuda_agent.sandbox.worker``, which raises two problems this hook solves:
 
 * their hits would be lost, and every function that runs only in a worker would count as "no tests": during
-  mutmut's stats run a worker appends its hits to a file instead, and ``mutation_hits`` (a pytest plugin)
-  credits them to the test that started the worker;
+  mutmut's stats run every process (the test process too: mutmut 3.8's own recorder lost its hits here)
+  appends its hits to a file instead, and ``mutation_hits`` (a pytest plugin) credits them to the test that
+  is ending;
 * run with ``-m``, the worker module is ``__main__``, so a mutant named ``cuda_agent.sandbox.worker.x_...``
   would never switch on there: the worker's copy of the variable is renamed to match.
 """
@@ -21,7 +22,7 @@ if _is_worker and _mutant.startswith(_WORKER + "."):
     os.environ["MUTANT_UNDER_TEST"] = "__main__." + _mutant[len(_WORKER) + 1:]
 
 _HITS = os.environ.get("CUDA_AGENT_MUTATION_HITS")
-if _HITS and _is_worker:  # only a worker: the test process records its own hits as mutmut does
+if _HITS:  # every process: mutmut's own recorder loses hits in this setup; the file does not
     try:
         import mutmut.mutation.trampoline as _trampoline
     except ImportError:  # not a mutation run after all
