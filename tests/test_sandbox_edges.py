@@ -167,6 +167,26 @@ def test_the_iteration_count_fills_rep_ms_within_its_bounds(monkeypatch):
     assert n == 300
 
 
+@pytest.mark.parametrize("per_call, window, expected", [
+    (2.0, 1000.0, 50),    # short kernel: rep_ms decides, the window does not bite
+    (50.0, 1000.0, 10),   # 50 ms kernel: min_iters still fits the 1 s window
+    (200.0, 1000.0, 5),   # 200 ms kernel: 5 calls fill the window, below min_iters
+    (400.0, 1000.0, 3),   # longer than a third of the window: the floor of three calls
+    (200.0, None, 10),    # no window: min_iters as before
+])
+def test_the_timed_window_is_bounded_for_long_kernels(per_call, window, expected):
+    assert timing.iteration_count(per_call, rep_ms=100.0, min_iters=10, max_iters=2000,
+                                  max_window_ms=window) == expected
+
+
+def test_plan_iterations_applies_the_window(monkeypatch):
+    monkeypatch.setattr(timing, "time_once", lambda fn, ins, flush, after=None: (200.0, 200.1))
+    n, per_call, warm = timing.plan_iterations(None, _Ring(), None, warmup_ms=10.0, rep_ms=200.0, min_iters=10,
+                                               max_iters=2000, max_window_ms=1000.0)
+    assert (n, per_call) == (5, 200.0)
+    assert warm["warmup_ms"] <= 1000.0 + 5 * 200.0  # the warm-up keeps its own bound (one window over at most)
+
+
 def test_refresh_scales_stay_in_range_and_never_repeat():
     scales = [timing.refresh_scale(s) for s in range(1, 2001)]
     assert all(0.5 <= s < 1.0 for s in scales)

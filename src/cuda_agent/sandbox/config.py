@@ -34,6 +34,9 @@ class SandboxConfig:
     """Timing budget; the iteration count is derived from it and clamped to [min_iters, max_iters]."""
     min_iters: int = 10
     max_iters: int = 2000
+    max_window_ms: float = 1000.0
+    """Upper bound on one measurement's timed window: a long kernel gets fewer calls than min_iters
+    (at least timing.MIN_TIMED_CALLS), so that a 50 ms kernel does not cost seconds per baseline."""
     rotate_bytes: int = 512 << 20
     """Upper bound on the memory spent on rotated input sets (2 to 4 sets)."""
     build_timeout_s: float = 300.0

@@ -402,7 +402,7 @@ class _Evaluation:
         def go() -> _Timed:
             prep = worker.request({"op": "prepare_timing", "inputs": rotation, "target": target,
                             "warmup_ms": cfg.warmup_ms, "rep_ms": cfg.rep_ms, "min_iters": cfg.min_iters,
-                            "max_iters": cfg.max_iters},
+                            "max_iters": cfg.max_iters, "max_window_ms": cfg.max_window_ms},
                            cfg.baseline_timeout_s if worker is self.ref else cfg.run_timeout_s)
             t0, start = time.perf_counter(), time.time()
             r = worker.request({"op": "time", **(extra or {})}, cfg.run_timeout_s)

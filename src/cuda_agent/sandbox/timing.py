@@ -178,10 +178,17 @@ def measure_gap(device: torch.device, flush: L2Flusher, n: int = 50) -> float:
     return _median(samples)
 
 
+MIN_TIMED_CALLS = 3
+"""Fewest timed calls of any measurement, however long the kernel (the median needs three)."""
+
+
 def plan_iterations(fn, ring: InputRing, flush: L2Flusher, warmup_ms: float, rep_ms: float,
                     min_iters: int, max_iters: int, settle_tol: float = 0.01,
-                    max_warmup_ms: float = 1000.0) -> tuple[int, float, dict]:
+                    max_warmup_ms: float = 1000.0, max_window_ms: float | None = None) -> tuple[int, float, dict]:
     """Warm up and choose the iteration count. Returns (n_iters, estimated ms per call, warm-up record).
+
+    The count fills ``rep_ms`` within [min_iters, max_iters], but the timed window never exceeds
+    ``max_window_ms`` (a 50 ms kernel is timed MIN_TIMED_CALLS to 20 times, not min_iters at any cost).
 
     The warm-up lasts at least ``warmup_ms`` of GPU time and then goes on, window by window,
     until the median of a window is within ``settle_tol`` of the window before it (the GPU's
@@ -205,8 +212,19 @@ def plan_iterations(fn, ring: InputRing, flush: L2Flusher, warmup_ms: float, rep
             break
         prev = cur
     per_call = max(cur, 1e-3)
-    n_iters = int(min(max(rep_ms / per_call, min_iters), max_iters))
+    n_iters = iteration_count(per_call, rep_ms, min_iters, max_iters, max_window_ms)
     return n_iters, per_call, {"warmup_calls": calls, "warmup_ms": round(spent, 3), "settled": settled}
+
+
+def iteration_count(per_call_ms: float, rep_ms: float, min_iters: int, max_iters: int,
+                    max_window_ms: float | None = None) -> int:
+    """Calls to time: enough to fill ``rep_ms`` within [min_iters, max_iters], and no more than fit
+    ``max_window_ms``, but never fewer than MIN_TIMED_CALLS."""
+    per_call_ms = max(per_call_ms, 1e-3)
+    n = int(min(max(rep_ms / per_call_ms, min_iters), max_iters))
+    if max_window_ms is not None:
+        n = min(n, int(max_window_ms / per_call_ms))
+    return max(n, MIN_TIMED_CALLS)
 
 
 def run_timed(fn, ring: InputRing, flush: L2Flusher, n_iters: int, checksum: OutputChecksum | None = None) -> dict:

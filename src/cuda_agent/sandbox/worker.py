@@ -262,7 +262,8 @@ class Worker:
             _sync()
             first_call_s = _perf() - t0
             n_iters, est, warm = timing.plan_iterations(fn, ring, self.flush, msg["warmup_ms"], msg["rep_ms"],
-                                                  msg["min_iters"], msg["max_iters"])
+                                                        msg["min_iters"], msg["max_iters"],
+                                                        max_window_ms=msg.get("max_window_ms"))
         self.timing_state = (fn, ring, n_iters)
         return {"n_iters": n_iters, "est_ms": est, "first_call_s": first_call_s, "warmup": warm,
                 "integrity": self._integrity()}
