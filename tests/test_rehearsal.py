@@ -47,6 +47,12 @@ def test_honest_solution_is_correct_and_every_timed_output_is_checked(rehearse):
     assert v.timing["timed_outputs_checked"] == v.timing["iters"] > 0
     assert set(v.timing["phases_s"]) == {"build", "reference_setup", "candidate_setup", "compile", "gpu_phase"}
     assert v.timing["warmup"]["warmup_calls"] > 0
+    # memory figures: every process's peak host RSS (a torch process holds > 100 MiB), the task's footprint
+    mem = v.timing["memory"]
+    assert all(mem[f"{p}_peak_rss_mb"] > 100 for p in ("evaluator", "reference", "candidate")), mem
+    assert v.timing["peak_host_rss_mb"] == pytest.approx(sum(mem[f"{p}_peak_rss_mb"]
+                                                             for p in ("evaluator", "reference", "candidate")), abs=0.2)
+    assert v.timing["footprint"]["input_mib"] > 0 and v.timing["footprint"]["output_mib"] > 0
     assert v.timing["gpu_lock_intervals"] and all(b >= a for a, b in v.timing["gpu_lock_intervals"])
     # every timing request (eager, compile unless cached, candidate) lies inside an exclusive hold of one GPU
     assert v.timing["gpu_uuid"] and v.timing["timed_windows"]

@@ -30,6 +30,7 @@ from .compare import compare, is_precision_downgrade
 from .config import SandboxConfig
 from .gpu import GpuLock, no_gpu_reason
 from .logs import trim_traceback
+from .memory import peak_rss_mb, reset_peak_rss, task_footprint
 from .process import BadReply, WorkerDied, WorkerError, WorkerProcess, WorkerTimeout, start_worker
 from .reward import paper_reward
 from .solution import REFERENCE, Solution, reference_solution
@@ -71,6 +72,7 @@ def evaluate(task: Task, solution: Solution | None, config: SandboxConfig | None
         solution = reference_solution(task.path) if task.path else Solution(REFERENCE, Path(task.name))
     v = Verdict(task=task.name, solution=solution.to_str())
     v.precision = {"mode": config.precision}
+    reset_peak_rss()
     t0 = time.perf_counter()
     try:
         _Evaluation(task, solution, config, v).run()
@@ -102,6 +104,8 @@ class _Evaluation:
             return
         module = validate_task(self.task)
         init_inputs = list(module.get_init_inputs())
+        self.footprint = task_footprint(module, init_inputs)
+        v.timing["footprint"] = self.footprint.to_dict()
         env = worker_env(cfg)
         try:
             self.ref_env = env
@@ -142,11 +146,27 @@ class _Evaluation:
                 v.timing["gpu_lock_intervals"] = self.lock.intervals
                 v.timing["gpu_uuid"] = self.lock.key
         finally:
+            self._memory_figures()
             if self.baseline_claim is not None:
                 self.baseline_claim.close()
             for w in (self.cand, self.ref):  # nothing left to say to them: no graceful exit to wait for
                 if w is not None:
                     w.cleanup(wait=False)
+
+    def _memory_figures(self) -> None:
+        """Peak host RSS of the evaluator and of each worker, and peak GPU memory of each worker, for this
+        evaluation (workers are fresh per evaluation; the evaluator's peak was reset when it began)."""
+        mem = {"evaluator_peak_rss_mb": peak_rss_mb()}
+        for name, w in (("reference", self.ref), ("candidate", self.cand)):
+            if w is not None and w.memory:
+                mem[f"{name}_peak_rss_mb"] = w.memory.get("peak_rss_mb")
+                mem[f"{name}_peak_gpu_mb"] = w.memory.get("peak_gpu_mb")
+        self.v.timing["memory"] = mem
+        rss = [x for k, x in mem.items() if k.endswith("_rss_mb") and isinstance(x, (int, float))]
+        gpu = [x for k, x in mem.items() if k.endswith("_gpu_mb") and isinstance(x, (int, float))]
+        self.v.timing["peak_host_rss_mb"] = round(sum(rss), 1)  # an upper bound: the peaks need not coincide
+        if gpu:
+            self.v.timing["peak_gpu_mb"] = round(sum(gpu), 1)
 
     def _mark(self, phase: str) -> None:
         """Seconds since the previous mark, under timing["phases_s"] (where an evaluation's time goes)."""
@@ -158,10 +178,10 @@ class _Evaluation:
         v, cfg = self.v, self.config
         plan = trial_inputs.trial_plan(cfg.num_trials)
         trial_sets = [trial_inputs.draw(module, self.seed + 1 + i, kind) for i, (kind, _) in enumerate(plan)]
-        rot_bytes = max(trial_inputs.nbytes(trial_sets[0]), 1)
-        n_rot = max(2, min(4, cfg.rotate_bytes // rot_bytes), cfg.num_recheck)
+        n_rot = trial_inputs.rotation_sets(trial_inputs.nbytes(trial_sets[0]), cfg.rotate_bytes, cfg.num_recheck)
         rotation = [trial_inputs.draw(module, self.seed + 1000 + i) for i in range(n_rot)]
-        recheck_kinds = [trial_inputs.TASK if i % 2 == 0 else trial_inputs.SIGNED for i in range(cfg.num_recheck)]
+        n_recheck = min(cfg.num_recheck, n_rot)  # the re-check writes into the timing buffers: one set each
+        recheck_kinds = [trial_inputs.TASK if i % 2 == 0 else trial_inputs.SIGNED for i in range(n_recheck)]
         recheck = [trial_inputs.draw(module, self.seed + 2000 + i, k) for i, k in enumerate(recheck_kinds)]
 
         # reference outputs for the correctness trials and the post-timing re-check

@@ -34,6 +34,16 @@ def trial_plan(num_trials: int) -> list[tuple[str, bool]]:
     return plan
 
 
+def rotation_sets(set_bytes: int, budget_bytes: int, num_recheck: int) -> int:
+    """How many input sets the timing loop rotates through: 2 to 4 while two fit ``budget_bytes`` (and
+    at least one per post-timing re-check), else one. A set that large dwarfs the L2 cache, which is
+    flushed before every call anyway, and the ring still rewrites its values before each call."""
+    fit = budget_bytes // max(set_bytes, 1)
+    if fit >= 2:
+        return max(2, min(4, fit), num_recheck)
+    return 1
+
+
 def nbytes(obj) -> int:
     if isinstance(obj, torch.Tensor):
         return obj.numel() * obj.element_size()

@@ -60,6 +60,8 @@ class WorkerProcess:
         """``prefix`` wraps the worker command (e.g. an ``ncu`` invocation)."""
         parent, child = socket.socketpair()
         self.label = label
+        self.memory: dict = {}
+        """The worker's latest peaks (``peak_rss_mb``, ``peak_gpu_mb``), from its last reply."""
         self.log_file = tempfile.NamedTemporaryFile(prefix=f"cuda_agent_{label}_", suffix=".log", delete=False)
         cmd = [*(prefix or []), sys.executable, "-m", "cuda_agent.sandbox.worker", str(child.fileno())]
         self.proc = subprocess.Popen(cmd, pass_fds=(child.fileno(),), env=env, cwd=cwd,
@@ -112,6 +114,8 @@ class WorkerProcess:
         if "error" in reply:
             self.kill()
             raise WorkerError(reply)
+        if isinstance(reply.get("memory"), dict):
+            self.memory = reply["memory"]
         return reply
 
     def read_log(self, limit: int = 6000) -> str:

@@ -31,7 +31,7 @@ import torch
 import torch._dynamo  # noqa: F401 - the harness's own lazy imports, paid while the process waits
 import torch.profiler  # noqa: F401   for its first message (see guards.settle_harness)
 
-from . import guards, timing
+from . import guards, memory, timing
 from .gpu import rehearsal
 from .guards import TorchOpGuard, bitwise_equal, integrity_diff, integrity_snapshot, overlaps, storages
 from .timing import InputRing, L2Flusher, leaves
@@ -114,6 +114,8 @@ class Worker:
                 self.send({"error": traceback.format_exc(), "error_type": type(e).__name__,
                            "message": str(e)[:2000], "phase": op})
                 return  # the context may be poisoned: never reuse this process
+            if isinstance(reply, dict):
+                reply["memory"] = {"peak_rss_mb": memory.peak_rss_mb(), "peak_gpu_mb": memory.peak_gpu_mb(self.device)}
             self.send(reply)
 
     def _integrity(self) -> list[str]:

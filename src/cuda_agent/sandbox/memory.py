@@ -1,0 +1,92 @@
+"""Memory an evaluation needs and uses: the task's own footprint, read without allocating it, and the
+peaks each process of an evaluation reached (host RSS, GPU memory reserved by torch's allocator).
+
+The footprint comes from running ``get_inputs()`` and, where every operator has a meta kernel,
+``Model.forward`` on PyTorch's meta device: shapes and dtypes only, no memory. The evaluation's GPU
+need is a multiple of it (see ``gpu_need_bytes``), so that a task that cannot fit is named before
+anything runs on the GPU.
+"""
+
+from __future__ import annotations
+
+import resource
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Footprint:
+    input_bytes: int | None
+    output_bytes: int | None
+    """None when it could not be read on the meta device (e.g. an operator without a meta kernel)."""
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        mib = 1 << 20
+        return {"input_mib": None if self.input_bytes is None else round(self.input_bytes / mib, 1),
+                "output_mib": None if self.output_bytes is None else round(self.output_bytes / mib, 1),
+                **({"error": self.error} if self.error else {})}
+
+
+def nbytes(obj) -> int:
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, (list, tuple)):
+        return sum(nbytes(o) for o in obj)
+    if isinstance(obj, dict):
+        return sum(nbytes(o) for o in obj.values())
+    return 0
+
+
+def task_footprint(task_module, init_inputs: list) -> Footprint:
+    """Bytes of one input set and of one output of the task, from the meta device."""
+    try:
+        with torch.device("meta"):
+            inputs = list(task_module.get_inputs())
+    except Exception as e:  # noqa: BLE001 - a task that builds its inputs on a named device, say
+        return Footprint(None, None, f"get_inputs() on the meta device: {type(e).__name__}: {str(e)[:200]}")
+    in_bytes = nbytes(inputs)
+    try:
+        with torch.device("meta"), torch.no_grad():
+            out = task_module.Model(*init_inputs)(*inputs)
+    except Exception as e:  # noqa: BLE001
+        return Footprint(in_bytes, None, f"Model.forward on the meta device: {type(e).__name__}: {str(e)[:200]}")
+    return Footprint(in_bytes, nbytes(out))
+
+
+def gpu_need_bytes(fp: Footprint, rotation_sets: int) -> int | None:
+    """What one evaluation holds on the GPU at its peak, for the task's footprint: each worker keeps its
+    rotation sets twice (the ring's buffers and their pristine copies); the candidate's worker adds one
+    input set (the copy the mutation check compares against); each side holds up to two outputs."""
+    if fp.input_bytes is None:
+        return None
+    out = fp.output_bytes if fp.output_bytes is not None else fp.input_bytes
+    return (4 * rotation_sets + 1) * fp.input_bytes + 4 * out
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set (VmHWM; since the last reset_peak_rss where Linux allows it)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def reset_peak_rss() -> None:
+    """Start this process's peak RSS afresh (Linux: ``5`` into /proc/self/clear_refs); a no-op elsewhere."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def peak_gpu_mb(device) -> float | None:
+    if getattr(device, "type", None) != "cuda" or not torch.cuda.is_initialized():
+        return None
+    return round(torch.cuda.max_memory_reserved(device) / (1 << 20), 1)

@@ -1,0 +1,88 @@
+"""What an evaluation needs and uses in memory (sandbox/memory.py, inputs.rotation_sets): the task's
+footprint read on the meta device, the GPU need that the fit check compares, and the rotation sets
+sized to the budget."""
+import types
+
+import pytest
+import torch
+
+from cuda_agent.sandbox import memory
+from cuda_agent.sandbox.inputs import rotation_sets
+
+
+def _task(get_inputs, forward, init=()):
+    class Model(torch.nn.Module):
+        def __init__(self, *args):
+            super().__init__()
+            self.lin = torch.nn.Linear(64, 32)
+
+        def forward(self, *xs):
+            return forward(self, *xs)
+
+    return types.SimpleNamespace(Model=Model, get_inputs=get_inputs, get_init_inputs=lambda: list(init))
+
+
+def test_the_footprint_is_read_on_the_meta_device_without_allocating():
+    # 16 GiB of input and a 32 GiB output: nothing is allocated, so this runs on any machine in no time
+    n = 1 << 32
+    task = _task(lambda: [torch.rand(n), torch.randint(0, 9, (1024,))], lambda self, x, i: torch.stack([x, x]))
+    fp = memory.task_footprint(task, [])
+    assert fp.input_bytes == 4 * n + 8 * 1024 and fp.output_bytes == 8 * n and fp.error is None
+    assert fp.to_dict() == {"input_mib": round((4 * n + 8192) / 2**20, 1), "output_mib": 32768.0}
+
+
+def test_a_module_with_weights_and_tuple_outputs():
+    task = _task(lambda: [torch.randn(8, 64)], lambda self, x: (self.lin(x), x.sum()))
+    fp = memory.task_footprint(task, [])
+    assert fp.input_bytes == 8 * 64 * 4 and fp.output_bytes == 8 * 32 * 4 + 4
+
+
+def test_an_operator_without_a_meta_kernel_leaves_the_output_unknown_and_says_why():
+    def forward(self, x):
+        return torch.from_numpy(x.numpy())  # needs real data
+
+    fp = memory.task_footprint(_task(lambda: [torch.rand(10)], forward), [])
+    assert fp.input_bytes == 40 and fp.output_bytes is None
+    assert fp.error.startswith("Model.forward on the meta device")
+
+
+def test_inputs_made_on_a_named_device_leave_everything_unknown():
+    def get_inputs():
+        raise RuntimeError("Found no NVIDIA driver")
+
+    fp = memory.task_footprint(_task(get_inputs, lambda self, x: x), [])
+    assert (fp.input_bytes, fp.output_bytes) == (None, None) and "get_inputs()" in fp.error
+
+
+def test_the_gpu_need_is_the_stated_multiple_of_the_footprint():
+    fp = memory.Footprint(input_bytes=1 << 30, output_bytes=2 << 30)
+    assert memory.gpu_need_bytes(fp, rotation_sets=1) == 5 * (1 << 30) + 4 * (2 << 30)
+    assert memory.gpu_need_bytes(fp, rotation_sets=2) == 9 * (1 << 30) + 4 * (2 << 30)
+    # output unknown: counted as large as the input; input unknown: no claim at all
+    assert memory.gpu_need_bytes(memory.Footprint(1 << 30, None), 1) == 9 * (1 << 30)
+    assert memory.gpu_need_bytes(memory.Footprint(None, None), 1) is None
+
+
+@pytest.mark.parametrize("set_mib, expected", [
+    (1, 4),       # small sets: up to 4, the L2 cache never holds the next one
+    (200, 2),     # two fit the 512 MiB budget
+    (300, 1),     # two do not: one set, rewritten before every call
+    (6144, 1),    # a 6 GiB task (KernelBench L1_19): one
+])
+def test_rotation_sets_are_sized_to_the_budget(set_mib, expected):
+    assert rotation_sets(set_mib << 20, 512 << 20, num_recheck=2) == expected
+
+
+def test_rotation_keeps_one_set_per_recheck_while_two_fit():
+    assert rotation_sets(1 << 20, 512 << 20, num_recheck=6) == 6
+
+
+def test_peak_rss_can_be_reset_and_grows_with_use():
+    memory.reset_peak_rss()
+    before = memory.peak_rss_mb()
+    block = bytearray(300 << 20)  # touched: 300 MiB resident
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    assert memory.peak_rss_mb() >= before + 250
+    del block
+    assert memory.peak_gpu_mb(torch.device("cpu")) is None
