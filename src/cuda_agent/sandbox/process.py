@@ -60,6 +60,8 @@ class WorkerProcess:
         """``prefix`` wraps the worker command (e.g. an ``ncu`` invocation)."""
         parent, child = socket.socketpair()
         self.label = label
+        self.killed_by_harness = False
+        """Set when :meth:`kill` signals it: a SIGKILL death without it came from outside (the OOM killer)."""
         self.log_file = tempfile.NamedTemporaryFile(prefix=f"cuda_agent_{label}_", suffix=".log", delete=False)
         cmd = [*(prefix or []), sys.executable, "-m", "cuda_agent.sandbox.worker", str(child.fileno())]
         self.proc = subprocess.Popen(cmd, pass_fds=(child.fileno(),), env=env, cwd=cwd,
@@ -134,6 +136,7 @@ class WorkerProcess:
         """SIGKILL the worker's process group. ``wait=False`` leaves the reaping (the driver's
         teardown of a CUDA context can take a while) to a background thread."""
         if self.proc.poll() is None:
+            self.killed_by_harness = True
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
