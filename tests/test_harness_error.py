@@ -132,3 +132,10 @@ def test_bad_input_still_raises(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_AGENT_REHEARSAL", "cpu")
     with pytest.raises(TaskError):
         evaluate(Task(name="t", source="x = 1\n"), load_solution(HONEST), SandboxConfig(cache_dir=tmp_path))
+
+
+def test_eval_prints_a_null_reward():
+    from cuda_agent.sandbox.commands.eval_cmd import summarize
+
+    v = Verdict(verdict=HARNESS_ERROR, reward=None, flags=["worker_killed"])
+    assert summarize(v).splitlines()[0].startswith("verdict: harness_error   reward: null")
