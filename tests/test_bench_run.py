@@ -222,7 +222,7 @@ def test_bad_input_is_a_clear_error_and_no_run_starts(tmp_path, capsys):
     base = ["bench", "--kernelbench", str(kb), "--levels", "1", "--out", str(tmp_path / "run")]
     cases = [
         (base + ["--solutions", str(sols)], "duplicate solution for task L1_1 sample 0"),
-        (base + ["--solutions", str(sols), "--agent"], "exactly one of --solutions DIR and --agent"),
+        (base + ["--solutions", str(sols), "--agent"], "exactly one of --solutions DIR, --agent and --calibrate"),
         (["bench", "--kernelbench", str(tmp_path / "nope"), "--out", str(tmp_path / "r"), "--solutions", str(sols)],
          "no such directory"),
         (base + ["--agent-solver", "json:run_episode"], "json has no function run_episode"),

@@ -163,10 +163,15 @@ def test_paper_reward(v, expected):
     assert reward(v) == expected  # the default kind is the paper's
 
 
-@pytest.mark.parametrize("verdict_name", [v for v in VERDICTS if v != CORRECT])
+@pytest.mark.parametrize("verdict_name", [v for v in VERDICTS if v not in (CORRECT, "harness_error")])
 def test_every_failure_verdict_gets_minus_one(verdict_name):
     v = Verdict(verdict=verdict_name, speedup_vs_eager=5.0, speedup_vs_compile=5.0)
     assert [REWARDS[k](v) for k in REWARDS] == [-1.0] * len(REWARDS)
+
+
+def test_a_harness_error_gets_no_reward_of_any_kind():
+    v = Verdict(verdict="harness_error", speedup_vs_eager=5.0, speedup_vs_compile=5.0)
+    assert [REWARDS[k](v) for k in REWARDS] == [None] * len(REWARDS)
 
 
 def test_speedup_rewards_prefer_the_compile_baseline():

@@ -2,6 +2,7 @@
 
     cuda-agent bench --kernelbench KB --levels 1,2,3 [--problems 1,2,5-9] --solutions DIR --out RUN_DIR
     cuda-agent bench --kernelbench KB --levels 1 --agent --out RUN_DIR -- --model M --base-url URL
+    cuda-agent bench --kernelbench KB --levels 1 --calibrate --out RUN_DIR     (each task's Model vs itself)
     cuda-agent bench --export-baselines FILE | --import-baselines FILE
 
 Exit codes: 0 when every selected attempt has a row; 2 bad input (the message names it);
@@ -35,6 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                         "words after -- go to the agent untouched")
     g.add_argument("--agent-solver", default=None, metavar="MODULE:FUNCTION",
                    help="--agent with another solver: FUNCTION(task, workdir, argv) -> episode")
+    g.add_argument("--calibrate", action="store_true",
+                   help="evaluate every task's own Model as the candidate (as eval --calibrate): speed-ups "
+                        "should be 1.00x; the report shows each task's figures, eval time and GPU-phase share")
     g.add_argument("--samples", type=int, default=1, help="--agent: episodes per task (default 1)")
     g.add_argument("--agent-jobs", type=int, default=4, help="--agent: episodes at once (default 4)")
     g = p.add_argument_group("where it runs")
@@ -103,8 +107,8 @@ def _run(args: argparse.Namespace) -> int:
         raise BenchError("--out RUN_DIR is required")
     agent_argv = passthrough(args)
     agent = args.agent_solver or (DEFAULT_SOLVER if args.agent else None)
-    if bool(agent) == bool(args.solutions):
-        raise BenchError("give exactly one of --solutions DIR and --agent")
+    if sum(map(bool, (agent, args.solutions, args.calibrate))) != 1:
+        raise BenchError("give exactly one of --solutions DIR, --agent and --calibrate")
     if agent_argv and not agent:
         raise BenchError(f"unexpected arguments {' '.join(agent_argv)} (words after -- go to --agent only)")
     for name in ("samples", "agent_jobs", "per_gpu", "build_jobs"):
@@ -121,8 +125,9 @@ def _run(args: argparse.Namespace) -> int:
         per_gpu=args.per_gpu, build_jobs=args.build_jobs, agent_jobs=args.agent_jobs,
         task_timeout_s=args.task_timeout, ray_address=args.ray, progress=not args.no_progress,
         sandbox=SandboxConfig(precision=args.precision, num_trials=args.trials,
-                              use_baseline_cache=not args.no_baseline_cache, seed=args.seed, spare_workers=2),
-        argv=sys.argv[1:])
+                              use_baseline_cache=not args.no_baseline_cache, seed=args.seed, spare_workers=2,
+                              calibrate=args.calibrate),
+        argv=sys.argv[1:], calibrate=args.calibrate)
     outcome = Bench(config).run()
     _print_summary(config, outcome)
     if args.export_baselines:
@@ -133,12 +138,18 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _print_summary(config, outcome) -> None:
-    from .report import load, table1_markdown
+    from .report import calibration_summary, load, table1_markdown
 
     for notice in outcome.notices:
         print(f"notice: {notice}", file=sys.stderr)
     run = load(config.out)
     print(table1_markdown([run]))
+    harness = run.summaries[-1].harness_errors
+    if harness:
+        print(f"\n{harness} attempt(s) ended in harness_error (not the candidate's failure, each evaluated twice): "
+              "see the report's Harness errors section")
+    if run.calibration:
+        print(f"\ncalibration: {calibration_summary(run)}")
     print(f"\n{config.out}: {outcome.total} attempts selected, {outcome.done_before} recorded before, "
           f"{outcome.recorded} recorded now; results.sqlite, results.jsonl, tasks/")
     if outcome.no_gpu:

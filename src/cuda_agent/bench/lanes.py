@@ -30,14 +30,15 @@ from typing import Any
 EVALUATED, ERROR, NO_GPU = "evaluated", "error", "no_gpu"
 
 
-def evaluate_one(task, solution_path: str, config) -> dict[str, Any]:
+def evaluate_one(task, solution_path: str | None, config) -> dict[str, Any]:
     """The guarded call: ``{"status": "evaluated", "verdict": {...}}``, ``{"status": "no_gpu",
     "message": ...}`` (this host cannot run it: not a result), or ``{"status": "error", "error":
-    traceback}`` when loading the solution or ``evaluate`` itself raised."""
+    traceback}`` when loading the solution or ``evaluate`` itself raised. ``solution_path`` None:
+    the task's own Model is the candidate (``config.calibrate``)."""
     from ..sandbox import NoGpuError, evaluate, load_solution
 
     try:
-        verdict = evaluate(task, load_solution(solution_path), config)
+        verdict = evaluate(task, load_solution(solution_path) if solution_path is not None else None, config)
     except NoGpuError as e:
         return {"status": NO_GPU, "message": str(e)}
     except Exception:  # noqa: BLE001 - the bench's boundary: a failure of one attempt, recorded as data
@@ -96,7 +97,8 @@ class Lane:
 
     def evaluate(self, task, solution: Path, config) -> dict[str, Any]:
         try:
-            self.conn.send({"task": task, "solution": str(solution), "config": config})
+            self.conn.send({"task": task, "solution": str(solution) if solution is not None else None,
+                            "config": config})
             if not self.conn.poll(self.timeout_s):
                 self._restart()
                 return {"status": ERROR, "timeout": True,
@@ -153,6 +155,8 @@ def _ray_evaluate(task, files: dict[str, bytes], is_dir: bool, config) -> dict[s
     from ..sandbox import gpu
 
     gpu.list_gpus.cache_clear()  # a reused Ray worker may have been given another GPU
+    if files is None:  # calibration: the task's own Model
+        return evaluate_one(task, None, config)
     root = Path(tempfile.mkdtemp(prefix="cuda_agent_bench_"))
     try:
         for rel, data in files.items():
@@ -174,7 +178,8 @@ class RayDispatcher:
         self.pending: dict[Any, Any] = {}
 
     def submit(self, item, task, solution: Path, config) -> None:
-        ref = self.remote.remote(task, pack_solution(solution), solution.is_dir(), config)
+        ref = self.remote.remote(task, pack_solution(solution) if solution is not None else None,
+                                 solution is not None and solution.is_dir(), config)
         self.pending[ref] = item
 
     def next_done(self, timeout_s: float) -> list[tuple[Any, dict[str, Any]]]:

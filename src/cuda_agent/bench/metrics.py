@@ -15,6 +15,13 @@ sample counts once, so a rate is the expected rate of a single sample (pass@1 st
   attempts; ``fast_0`` is the pass rate restricted to attempts that have a speed-up at all.
 * **overall**: the same functions over the attempts of every level pooled together, i.e. the
   level figures averaged with weights equal to their task counts.
+* **harness errors**: attempts whose final verdict is ``harness_error`` (the reference crashed, a
+  worker was killed from outside, the harness raised; bench has evaluated each once more). They
+  are counted apart, and stay in the denominator of every rate as attempts that did not pass: a
+  run cannot look better by failing in the harness. ``retried``: attempts bench evaluated twice.
+* **calibration** (``bench --calibrate``): each task's own Model timed as the candidate; the share
+  of tasks whose speed-up vs eager lies within 1.00 +- 0.03 says how far the harness itself moves
+  the figures.
 
 X is ``eager`` (PyTorch eager, KernelBench's baseline) or ``compile`` (``torch.compile``).
 """
@@ -41,6 +48,10 @@ class Attempt:
     correct: bool
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
+    harness_error: bool = False
+    """The final verdict was harness_error: not the candidate's failure (it still did not pass)."""
+    retried: bool = False
+    """Bench evaluated it twice, the first evaluation being a harness_error."""
 
     def speedup(self, baseline: str) -> float | None:
         if baseline not in BASELINES:
@@ -50,7 +61,8 @@ class Attempt:
     @classmethod
     def from_verdict(cls, verdict: dict[str, Any]) -> Attempt:
         return cls(verdict.get("verdict") == "correct", verdict.get("speedup_vs_eager"),
-                   verdict.get("speedup_vs_compile"))
+                   verdict.get("speedup_vs_compile"), verdict.get("verdict") == "harness_error",
+                   "harness_retried" in (verdict.get("flags") or []))
 
 
 def pass_rate(attempts: Sequence[Attempt]) -> float:
@@ -109,6 +121,10 @@ class Summary:
     fast_p_eager: dict[float, float] = field(default_factory=dict)
     fast_p_compile: dict[float, float] = field(default_factory=dict)
     verdicts: dict[str, int] = field(default_factory=dict)
+    harness_errors: int = 0
+    """attempts whose final verdict is harness_error (after bench's one retry); not passed"""
+    retried: int = 0
+    """attempts evaluated twice because the first evaluation was a harness_error"""
 
 
 def summarize(split: str, attempts: Sequence[Attempt], verdicts: Iterable[str] = ()) -> Summary:
@@ -121,7 +137,8 @@ def summarize(split: str, attempts: Sequence[Attempt], verdicts: Iterable[str] =
         speedup_vs_eager=geomean_speedup(attempts, "eager"), speedup_vs_compile=geomean_speedup(attempts, "compile"),
         fast_p_eager={p: fast_p(attempts, p, "eager") for p in FAST_P},
         fast_p_compile={p: fast_p(attempts, p, "compile") for p in FAST_P},
-        verdicts=dict(Counter(verdicts)))
+        verdicts=dict(Counter(verdicts)),
+        harness_errors=sum(a.harness_error for a in attempts), retried=sum(a.retried for a in attempts))
 
 
 def split_name(level: int | None) -> str:
@@ -143,6 +160,43 @@ def summarize_levels(rows: Sequence[tuple[int | None, dict[str, Any]]]) -> list[
     return out
 
 
+CALIBRATION_TOLERANCE = 0.03
+"""A task's own Model timed against itself should come out at 1.00x; within +-3% counts as calibrated."""
+
+
+@dataclass
+class CalibrationRow:
+    """One task of a ``bench --calibrate`` run: its Model evaluated as the candidate."""
+
+    task: str
+    verdict: str
+    speedup_vs_eager: float | None = None
+    eval_s: float | None = None
+    gpu_phase_share: float | None = None
+    """timing.phases_s.gpu_phase / eval_s: the share of the evaluation spent in the GPU phase"""
+    peak_host_rss_mb: Any = None
+    peak_gpu_mb: Any = None
+
+    @property
+    def within(self) -> bool:
+        s = self.speedup_vs_eager
+        return s is not None and abs(s - 1.0) <= CALIBRATION_TOLERANCE + 1e-12
+
+
+def calibration_row(task: str, verdict: dict[str, Any]) -> CalibrationRow:
+    timing = verdict.get("timing") or {}
+    eval_s = verdict.get("eval_s")
+    gpu_s = (timing.get("phases_s") or {}).get("gpu_phase")
+    share = gpu_s / eval_s if gpu_s is not None and eval_s else None
+    return CalibrationRow(task, verdict.get("verdict", "?"), verdict.get("speedup_vs_eager"), eval_s, share,
+                          timing.get("peak_host_rss_mb"), timing.get("peak_gpu_mb"))
+
+
+def calibrated_share(rows: Sequence[CalibrationRow]) -> float:
+    """Tasks whose speed-up vs eager lies within 1.00 +- 0.03, over all tasks (a failed one is not)."""
+    return sum(r.within for r in rows) / len(rows) if rows else 0.0
+
+
 DEFINITIONS = """\
 - One attempt is one (task, sample) result; with one sample per task, an attempt is a task.
 - **Pass Rate**: correct attempts / all attempts. No solution, compile error, crash, timeout, wrong output
@@ -154,5 +208,8 @@ DEFINITIONS = """\
   baseline failed are left out as well.
 - **fast_p** (KernelBench's): attempts that are correct AND have speed-up > p, over all attempts.
 - **Overall**: every level's attempts pooled, i.e. the level figures weighted by their task counts.
+- **Harness errors**: attempts whose verdict is `harness_error` (the reference crashed, a worker was killed
+  from outside, the harness raised), after bench evaluated each once more; counted apart and as not passed.
+  *Retried*: attempts evaluated twice because the first evaluation was a harness error.
 - Times are medians of CUDA-event timings with the L2 cache flushed between calls, inputs refreshed per
   call, baselines in the precision mode shown (`fp32`: strict FP32, no TF32)."""

@@ -8,12 +8,21 @@
                matplotlib is missing): speed-up distribution per level, per-task speed-ups sorted,
                verdicts per level, and with several runs a comparison; then the per-task table.
 ``tasks.md``   one line per attempt: verdict, reward, times, speed-ups, flags, first reason.
+``summary.json`` every run's summaries (the metrics above, harness errors included) and, for a
+               ``bench --calibrate`` run, its calibration rows.
+
+Harness errors (``harness_error``: not the candidate's failure; bench retries each once) are counted
+apart in every one of them. A calibration run (``bench --calibrate``) adds a section: each task's
+speed-up vs eager of its own Model (1.00x is right), the share within 1.00 +- 0.03, eval wall time,
+the GPU phase's share of it, and peak memory when the verdicts record it.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
+import json
 import io
 import math
 import os
@@ -21,12 +30,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .metrics import BASELINES, DEFINITIONS, FAST_P, Summary, split_name, summarize_levels
+from .metrics import (BASELINES, CALIBRATION_TOLERANCE, DEFINITIONS, FAST_P, CalibrationRow, Summary,
+                      calibrated_share, calibration_row, split_name, summarize_levels)
 from .store import Result, load_run
 
-VERDICT_ORDER = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout")
+VERDICT_ORDER = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "harness_error")
 VERDICT_COLORS = {"correct": "#2e7d32", "incorrect": "#c62828", "rejected": "#6a1b9a", "compile_error": "#ef6c00",
-                  "runtime_error": "#ad1457", "timeout": "#5d4037"}
+                  "runtime_error": "#ad1457", "timeout": "#5d4037", "harness_error": "#607d8b"}
 RUN_COLORS = ("#1565c0", "#ef6c00", "#2e7d32", "#6a1b9a", "#c62828", "#00838f")
 TABLE1_COLUMNS = ("Split", "Tasks", "Pass Rate", "Faster Rate vs. Eager", "Faster Rate vs. Compile",
                   "Speed-up vs. Eager", "Speed-up vs. Compile")
@@ -58,6 +68,13 @@ class RunData:
     @property
     def torch_versions(self) -> list[str]:
         return self.values("torch_version") or ([self.config["torch"]] if self.config.get("torch") else [])
+
+    @property
+    def calibration(self) -> list[CalibrationRow]:
+        """Per-task calibration rows of a ``bench --calibrate`` run; empty for other runs."""
+        if self.config.get("mode") != "calibrate":
+            return []
+        return [calibration_row(r.task if r.sample == 0 else f"{r.task}/{r.sample}", r.verdict) for r in self.results]
 
 
 def load(path: str | Path, name: str | None = None) -> RunData:
@@ -126,6 +143,62 @@ def verdicts_markdown(runs: list[RunData]) -> str:
     return _md_table(header, rows)
 
 
+def harness_markdown(runs: list[RunData]) -> str:
+    multi = len(runs) > 1
+    header = (["Run"] if multi else []) + ["Split", "Attempts", "Harness errors", "Retried"]
+    rows = [([run.name] if multi else []) + [s.split, str(s.attempts), str(s.harness_errors), str(s.retried)]
+            for run in runs for s in run.summaries]
+    return _md_table(header, rows)
+
+
+HARNESS_NOTE = ("A harness error (`harness_error`) is not the candidate's failure: the reference crashed, a worker was "
+                "killed from outside or the harness raised. Bench evaluates such an attempt once more (the first "
+                "verdict is kept in `verdict.first.json`); one that stays a harness error counts as not passed.")
+
+
+def _mem(x) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, dict):
+        return ", ".join(f"{k} {_mem(v)}" for k, v in x.items())
+    return f"{x:.0f}" if isinstance(x, (int, float)) else str(x)
+
+
+def calibration_cells(row: CalibrationRow) -> list[str]:
+    return [row.task, row.verdict, speed(row.speedup_vs_eager), "yes" if row.within else "no",
+            num(row.eval_s, ".2f"), "-" if row.gpu_phase_share is None else pct(row.gpu_phase_share),
+            _mem(row.peak_host_rss_mb), _mem(row.peak_gpu_mb)]
+
+
+CALIBRATION_HEADER = ["Task", "Verdict", "Speed-up vs. Eager", f"Within 1.00 ± {CALIBRATION_TOLERANCE:.2f}",
+                      "Eval s", "GPU phase share", "Peak host RSS MB", "Peak GPU MB"]
+
+
+def calibration_summary(run: RunData) -> str:
+    rows = run.calibration
+    within = sum(r.within for r in rows)
+    return (f"{within}/{len(rows)} tasks ({pct(calibrated_share(rows))}) have their own Model within "
+            f"1.00 ± {CALIBRATION_TOLERANCE:.2f} of eager")
+
+
+def calibration_markdown(run: RunData) -> str:
+    return (f"{calibration_summary(run)}.\n\n"
+            + _md_table(CALIBRATION_HEADER, [calibration_cells(r) for r in run.calibration]))
+
+
+def summary_json(runs: list[RunData]) -> dict:
+    """Every run's metrics (harness errors included) and calibration rows, for machines."""
+    out = []
+    for run in runs:
+        entry = {"name": run.name, "path": str(run.path), "mode": run.config.get("mode"),
+                 "summaries": [dataclasses.asdict(s) for s in run.summaries]}
+        if run.calibration:
+            entry["calibration"] = {"tolerance": CALIBRATION_TOLERANCE, "within_share": calibrated_share(run.calibration),
+                                    "tasks": [{**dataclasses.asdict(r), "within": r.within} for r in run.calibration]}
+        out.append(entry)
+    return {"runs": out}
+
+
 def environment_lines(run: RunData) -> list[str]:
     started = [inv.get("started") for inv in run.config.get("invocations", [])]
     return [(f"- run `{run.name}`: `{run.path}`, mode {run.config.get('mode', '?')}, "
@@ -167,7 +240,11 @@ def report_markdown(runs: list[RunData]) -> str:
              "## Strict faster rates", "", strict_markdown(runs), "",
              "## fast_p (KernelBench)", "", fast_p_markdown(runs), "",
              "## Verdicts", "", verdicts_markdown(runs), "",
-             "## Definitions", "", DEFINITIONS, ""]
+             "## Harness errors", "", harness_markdown(runs), "", HARNESS_NOTE, ""]
+    for run in runs:
+        if run.calibration:
+            parts += [f"## Calibration: {run.name}", "", calibration_markdown(run), ""]
+    parts += ["## Definitions", "", DEFINITIONS, ""]
     return "\n".join(parts)
 
 
@@ -429,6 +506,7 @@ def _summary_tables_html(runs: list[RunData]) -> tuple[str, str]:
     fe, c3 = rows(lambda s: [s.split] + [pct(s.fast_p_eager[p]) for p in FAST_P])
     fc, c4 = rows(lambda s: [s.split] + [pct(s.fast_p_compile[p]) for p in FAST_P])
     vd, c5 = rows(lambda s: [s.split] + [str(s.verdicts.get(v, 0)) for v in VERDICT_ORDER])
+    he, c6 = rows(lambda s: [s.split, str(s.attempts), str(s.harness_errors), str(s.retried)])
     left = len(pre) + 1
     table1 = "".join([
         "<h2>Table 1</h2>", _html_table(pre + list(TABLE1_COLUMNS), t1, left, c1),
@@ -441,7 +519,14 @@ def _summary_tables_html(runs: list[RunData]) -> tuple[str, str]:
         _html_table(pre + ["Split"] + [f"fast_{p:g} vs. eager" for p in FAST_P], fe, left, c3),
         _html_table(pre + ["Split"] + [f"fast_{p:g} vs. compile" for p in FAST_P], fc, left, c4),
         "<h2>Verdict counts</h2>", _html_table(pre + ["Split"] + list(VERDICT_ORDER), vd, left, c5),
+        "<h2>Harness errors</h2>", _html_table(pre + ["Split", "Attempts", "Harness errors", "Retried"], he, left, c6),
+        f'<div class="note">{_md_to_html("- " + HARNESS_NOTE)}</div>',
     ])
+    for run in runs:
+        if run.calibration:
+            details += (f"<h2>Calibration: {esc(run.name)}</h2><p class=\"note\">{esc(calibration_summary(run))}.</p>"
+                        + _html_table(CALIBRATION_HEADER,
+                                      [[esc(c) for c in calibration_cells(r)] for r in run.calibration], {0, 1}))
     return table1, details
 
 
@@ -535,8 +620,10 @@ def _md_to_html(text: str) -> str:
 def write_report(runs: list[RunData], out_dir: str | Path) -> dict[str, Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"markdown": out_dir / "report.md", "html": out_dir / "report.html", "tasks": out_dir / "tasks.md"}
+    paths = {"markdown": out_dir / "report.md", "html": out_dir / "report.html", "tasks": out_dir / "tasks.md",
+             "summary": out_dir / "summary.json"}
     paths["markdown"].write_text(report_markdown(runs))
     paths["html"].write_text(report_html(runs, out_dir))
     paths["tasks"].write_text("\n".join(tasks_markdown(run) for run in runs))
+    paths["summary"].write_text(json.dumps(summary_json(runs), indent=1))
     return paths

@@ -9,6 +9,14 @@
   (``agent.json``), so a kill between the episode and its evaluation does not repeat the episode.
 * **Crash-isolated.** Evaluations run in lane processes (:mod:`.lanes`); a candidate that kills
   its worker is a verdict, an exception or a dead lane is a failed row with the traceback.
+* **Harness errors are retried once.** An attempt whose verdict is ``harness_error`` (the
+  reference crashed, a worker was killed from outside, the harness raised: not the candidate's
+  failure) is evaluated once more; the first verdict is kept beside the final one
+  (``verdict.first.json``) and the final verdict is flagged ``harness_retried``. Not for
+  ``does_not_fit`` (a task too large for the GPU fails the same way every time).
+* **Calibration** (``--calibrate``): every task's own Model is the candidate (``eval --calibrate``),
+  so that reports show how far the harness's figures sit from 1.00x, and where an evaluation's
+  time goes.
 * **Parallel.** Builds run on ``--build-jobs`` threads ahead of the GPU lanes (``sandbox.build``
   caches by content, so the lane finds the library built); GPU lanes take attempts in the order
   their builds finish.
@@ -74,10 +82,12 @@ class BenchConfig:
     sandbox: Any = None
     """The SandboxConfig every evaluation uses (precision, trials, cache)."""
     argv: list[str] = field(default_factory=list)
+    calibrate: bool = False
+    """Evaluate every task's own Model as the candidate (no solutions, no agent)."""
 
     @property
     def mode(self) -> str:
-        return "agent" if self.agent else "solutions"
+        return "calibrate" if self.calibrate else "agent" if self.agent else "solutions"
 
 
 @dataclass
@@ -91,6 +101,8 @@ class Item:
     started: float | None = None
     requeued: bool = False
     trajectory: Path | None = None
+    first_reply: dict[str, Any] | None = None
+    """The reply of the first evaluation, when a harness_error made bench evaluate it again."""
 
     @property
     def key(self) -> tuple[str, int]:
@@ -118,6 +130,8 @@ class RunOutcome:
 
 class Bench:
     def __init__(self, config: BenchConfig):
+        if config.calibrate and config.sandbox is not None and not config.sandbox.calibrate:
+            config = dataclasses.replace(config, sandbox=dataclasses.replace(config.sandbox, calibrate=True))
         self.cfg = config
         self.run_dir = RunDir(Path(config.out).resolve())
         self.db: ResultsDB | None = None
@@ -134,6 +148,8 @@ class Bench:
             raise BenchError(f"--kernelbench {cfg.kernelbench}: no task selected (levels "
                              f"{','.join(map(str, cfg.levels))}, problems {cfg.problems or 'all'})")
         items: list[Item] = []
+        if cfg.calibrate:
+            return [Item(t, 0) for t in tasks], notices
         if cfg.agent:
             self.solver = load_solver(cfg.agent, cfg.agent_argv)
             items = [Item(t, s) for t in tasks for s in range(cfg.samples)]
@@ -288,6 +304,11 @@ class Bench:
                     remaining -= 1
                     progress.update(None)
                     continue
+                if item.first_reply is None and needs_retry(reply):
+                    item.first_reply = reply  # not the candidate's failure: once more, the first kept
+                    self.run_dir.log(f"{item.label}: harness_error ({_first_reason(reply)}): evaluated again")
+                    (cpu_q if lane_name == CPU else gpu_q).put(item)
+                    continue
                 result = self._record(item, reply, lane_name)
                 outcome.recorded += 1
                 remaining -= 1
@@ -313,6 +334,9 @@ class Bench:
     def _prep_loop(self, prep_q: queue.Queue, gpu_q: queue.Queue, cpu_q: queue.Queue, results: queue.Queue) -> None:
         while (item := prep_q.get()) is not None:
             sdir = self.run_dir.sample_dir(*item.key)
+            if self.cfg.calibrate:  # the task's own Model: nothing to copy or build
+                (gpu_q if self.has_gpu_lanes or self.cfg.ray_address else cpu_q).put(item)
+                continue
             if item.source is None and self.solver is None:
                 results.put((item, {"status": NO_SOLUTION}, None))
                 continue
@@ -401,6 +425,13 @@ class Bench:
         sdir.mkdir(parents=True, exist_ok=True)
         if reply["status"] == EVALUATED:
             status, verdict = EVALUATED, reply["verdict"]
+            if item.first_reply is not None:
+                verdict.setdefault("flags", []).append("harness_retried")
+                first = item.first_reply["verdict"]
+                _write_json(sdir / "verdict.first.json", first)
+                verdict.setdefault("reasons", []).append(
+                    f"evaluated twice: the first evaluation was a harness_error ({_first_reason(item.first_reply)}); "
+                    "its verdict is in verdict.first.json")
             if item.solution is not None:
                 verdict["solution"] = f"{'workspace' if item.solution.is_dir() else 'file'}:{item.solution}"
         else:
@@ -409,7 +440,8 @@ class Bench:
         meta = item.task.meta
         result = Result(task=item.task.name, sample=item.sample, status=status, verdict=verdict,
                         level=meta.get("level"), problem_id=meta.get("problem_id"), title=meta.get("title"),
-                        source="agent" if self.solver is not None else (str(item.source) if item.source else None),
+                        source="agent" if self.solver is not None else "calibrate" if self.cfg.calibrate
+                        else (str(item.source) if item.source else None),
                         solution=str(item.solution.relative_to(run.root)) if item.solution is not None
                         and item.solution.is_relative_to(run.root) else (str(item.solution) if item.solution else None),
                         lane=lane, started=item.started or time.time(), finished=time.time())
@@ -425,6 +457,19 @@ class Bench:
 
 
 # ----------------------------------------------------------------------------- helpers
+
+def needs_retry(reply: dict[str, Any]) -> bool:
+    """A harness_error (not the candidate's failure) is evaluated once more, unless the task cannot
+    fit on the GPU at all (``does_not_fit``: the same every time)."""
+    v = reply.get("verdict") or {}
+    return (reply.get("status") == EVALUATED and v.get("verdict") == "harness_error"
+            and "does_not_fit" not in (v.get("flags") or []))
+
+
+def _first_reason(reply: dict[str, Any]) -> str:
+    reasons = (reply.get("verdict") or {}).get("reasons") or ["no reason given"]
+    return " ".join(str(reasons[0]).split())[:200]
+
 
 def failure_verdict(item: Item, reply: dict[str, Any]) -> dict[str, Any]:
     """A failed Verdict for an attempt the sandbox could not judge (the defaults mean failed)."""

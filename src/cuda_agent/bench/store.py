@@ -12,6 +12,8 @@
         solution/           the evaluated solution, copied: a workspace (model_new.py, kernels/)
                             or one .py file
         verdict.json        the sandbox's Verdict (docs/sandbox.md), or the bench's failure record
+        verdict.first.json  the first Verdict, when it was a harness_error and the attempt was
+                            evaluated once more (the final one is flagged harness_retried)
         eval.log            verdict, reasons, flags, the sandbox's log, a traceback if the bench
                             itself failed
         agent/              --agent: the agent's working directory

@@ -8,7 +8,10 @@ timings from two worker processes, compares and decides. It never imports candid
                   └─ candidate worker: import under guards, trials, timing, re-check, kernel census
 
 Every failure of the candidate (a compile error, a crash, a hang, a cheat) ends as a Verdict;
-only bad *input* (an unreadable task) raises.
+only bad *input* (an unreadable task) and a host without a GPU raise. A failure that is not the
+candidate's (the reference crashed or hung, a worker was SIGKILLed from outside, the harness raised)
+is the verdict ``harness_error``, reward null, flagged ``reference_error``, ``worker_killed`` or
+``harness_exception``.
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ import math
 import os
 import re
 import secrets
+import signal
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..tasks import Task, validate_task
+from ..tasks import Task, TaskError, validate_task
 from . import inputs as trial_inputs
 from .baselines import Baseline, BaselineStore
 from .build import BuildResult, build, inline_env, resolve_arch
@@ -33,9 +38,9 @@ from .logs import trim_traceback
 from .memory import peak_rss_mb, reset_peak_rss, task_footprint
 from .process import BadReply, WorkerDied, WorkerError, WorkerProcess, WorkerTimeout, start_worker
 from .reward import paper_reward
-from .solution import REFERENCE, Solution, reference_solution
+from .solution import REFERENCE, Solution, SolutionError, reference_solution
 from .static import check_solution, rejecting
-from .verdict import COMPILE_ERROR, CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR, TIMEOUT, Verdict
+from .verdict import COMPILE_ERROR, CORRECT, HARNESS_ERROR, INCORRECT, REJECTED, RUNTIME_ERROR, TIMEOUT, Verdict
 
 # Kernels a candidate may launch besides its own: vendor GEMM/conv libraries, memsets and
 # copies, and torch's fill/copy kernels behind the allowed allocation and layout operators.
@@ -76,6 +81,13 @@ def evaluate(task: Task, solution: Solution | None, config: SandboxConfig | None
     t0 = time.perf_counter()
     try:
         _Evaluation(task, solution, config, v).run()
+    except (NoGpuError, TaskError, SolutionError):
+        raise  # no GPU, or bad input: nothing was judged
+    except Exception as e:  # noqa: BLE001 - the harness's own failure is data, never the candidate's
+        v.verdict = HARNESS_ERROR
+        v.reasons.insert(0, f"the harness raised {type(e).__name__}: {str(e)[:300]} (not the candidate's failure)")
+        v.flag("harness_exception")
+        v.log = (traceback.format_exc()[-4000:] + ("\n" + v.log if v.log else "")).strip()
     finally:
         v.eval_s = round(time.perf_counter() - t0, 3)
         v.reward = paper_reward(v)
@@ -196,7 +208,7 @@ class _Evaluation:
         if skipped:
             v.timing["skipped_trials"] = skipped
         if not usable:
-            v.fail(RUNTIME_ERROR, "the reference Model failed on every trial input: " + skipped[0])
+            v.fail(HARNESS_ERROR, "the reference Model failed on every trial input: " + skipped[0])
             v.flag("reference_error")
             return
         out_bytes = trial_inputs.leaf_sizes(ref_trials[usable[0]]["output"])
@@ -271,17 +283,20 @@ class _Evaluation:
         return built
 
     def _ref_step(self, call):
+        """A step of the reference worker. Its failure is the harness's (the task's), never the candidate's."""
         try:
             return call()
         except WorkerError as e:
-            self.v.fail(RUNTIME_ERROR, f"the reference Model failed in '{e.reply.get('phase')}': "
+            self.v.fail(HARNESS_ERROR, f"the reference Model failed in '{e.reply.get('phase')}': "
                                        f"{e.reply.get('error_type')}: {e.reply.get('message', '')[:300]}")
             self.v.log = trim_traceback(e.reply.get("error", ""))
         except WorkerTimeout as e:
-            self.v.fail(TIMEOUT, f"the reference Model timed out: {e}")
+            self.v.fail(HARNESS_ERROR, f"the reference Model timed out: {e}")
         except WorkerDied as e:
-            self.v.fail(RUNTIME_ERROR, f"the reference worker died: {e}")
+            self.v.fail(HARNESS_ERROR, f"the reference worker died: {e}")
             self.v.log = e.log
+            if killed_from_outside(self.ref):
+                self.v.flag("worker_killed")
         self.v.flag("reference_error")
         return None
 
@@ -303,7 +318,12 @@ class _Evaluation:
                           "bad_reply")
             self.v.log = e.log[-3000:]
         except WorkerDied as e:
-            self.v.fail(RUNTIME_ERROR, f"{e} (a crash, e.g. a segfault, or sys.exit in the candidate)")
+            if killed_from_outside(self.cand):
+                self.v.fail(HARNESS_ERROR, f"{e}: a SIGKILL the harness did not send (the out-of-memory killer? "
+                                           "an operator?); not counted against the candidate")
+                self.v.flag("worker_killed")
+            else:
+                self.v.fail(RUNTIME_ERROR, f"{e} (a crash, e.g. a segfault, or sys.exit in the candidate)")
             self.v.log = e.log[-3000:]
         return None
 
@@ -633,6 +653,18 @@ def _visible(device: int) -> str:
         if 0 <= device < len(parts):
             return parts[device]
     return str(device)
+
+
+def killed_from_outside(worker: WorkerProcess | None) -> bool:
+    """Did ``worker`` die of a SIGKILL that the harness did not send (the OOM killer, an operator)?
+    A candidate can SIGKILL itself too: that earns a null reward, never a positive one (docs/sandbox.md)."""
+    if worker is None or worker.killed_by_harness:
+        return False
+    try:
+        code = worker.proc.wait(timeout=5)
+    except Exception:  # noqa: BLE001 - still running: it did not die of a signal
+        return False
+    return code == -signal.SIGKILL
 
 
 def _log_tail(worker: WorkerProcess | None, n: int = 1500) -> str:

@@ -62,6 +62,8 @@ class WorkerProcess:
         self.label = label
         self.memory: dict = {}
         """The worker's latest peaks (``peak_rss_mb``, ``peak_gpu_mb``), from its last reply."""
+        self.killed_by_harness = False
+        """Set when :meth:`kill` signals it: a SIGKILL death without it came from outside (the OOM killer)."""
         self.log_file = tempfile.NamedTemporaryFile(prefix=f"cuda_agent_{label}_", suffix=".log", delete=False)
         cmd = [*(prefix or []), sys.executable, "-m", "cuda_agent.sandbox.worker", str(child.fileno())]
         self.proc = subprocess.Popen(cmd, pass_fds=(child.fileno(),), env=env, cwd=cwd,
@@ -138,6 +140,7 @@ class WorkerProcess:
         """SIGKILL the worker's process group. ``wait=False`` leaves the reaping (the driver's
         teardown of a CUDA context can take a while) to a background thread."""
         if self.proc.poll() is None:
+            self.killed_by_harness = True
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):

@@ -18,7 +18,11 @@ COMPILE_ERROR = "compile_error"
 RUNTIME_ERROR = "runtime_error"
 TIMEOUT = "timeout"
 REJECTED = "rejected"
-VERDICTS = (CORRECT, INCORRECT, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, REJECTED)
+HARNESS_ERROR = "harness_error"
+"""The failure was not the candidate's: the reference Model crashed or hung, a worker was killed from
+outside (the out-of-memory killer), or the harness itself raised. Reward null: not a verdict on the
+candidate, so training leaves it out and bench retries it once (docs/sandbox.md)."""
+VERDICTS = (CORRECT, INCORRECT, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, REJECTED, HARNESS_ERROR)
 
 
 @dataclass
@@ -42,7 +46,8 @@ class Verdict:
     compile_ms: float | None = None
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
-    reward: float = -1.0
+    reward: float | None = -1.0
+    """The paper's reward; None (JSON null) for ``harness_error``, which says nothing about the candidate."""
     precision: dict[str, Any] = field(default_factory=dict)
     build_s: float | None = None
     eval_s: float | None = None
@@ -60,6 +65,11 @@ class Verdict:
     @property
     def ok(self) -> bool:
         return self.verdict == CORRECT
+
+    @property
+    def harness_error(self) -> bool:
+        """The harness failed, not the candidate: no reward, no verdict on the candidate."""
+        return self.verdict == HARNESS_ERROR
 
     def reject(self, reason: str, flag: str | None = None) -> None:
         self.verdict = REJECTED

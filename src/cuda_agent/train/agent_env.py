@@ -10,7 +10,9 @@ training tool set by default (:data:`TRAINING_TOOLS`).
 
 Both agentic trainers use it: TRL's ``environment_factory`` (:mod:`.agentic`) and the verl
 agent loop (:mod:`.cluster.agent_loop`). The reward is the outcome reward of the best verified
-solution (the agent's result), -1 when there is none.
+solution (the agent's result), -1 when there is none; None (the episode is left out of the batch)
+when there is none and the last verification was a ``harness_error``, which says nothing about the
+policy's kernel.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 from ..sandbox import Verdict
 from ..sandbox.reward import REWARDS
+from ..sandbox.verdict import HARNESS_ERROR
 from ..tasks import Task
 from .evaluator import Evaluator, LocalEvaluator
 
@@ -133,9 +136,13 @@ class AgentSession:
     def best_verdict(self) -> dict[str, Any] | None:
         return self.env.best.verdict if self.env.best else None
 
-    def reward(self) -> float:
+    def reward(self) -> float | None:
         v = self.best_verdict()
-        return float(REWARDS[self.config.reward_kind](Verdict.from_dict(v))) if v else -1.0
+        if v is None:
+            last = self.verdicts[-1] if self.verdicts else None
+            return None if last is not None and last.get("verdict") == HARNESS_ERROR else -1.0
+        r = REWARDS[self.config.reward_kind](Verdict.from_dict(v))
+        return None if r is None else float(r)
 
     def close(self) -> None:
         if not self.config.keep_workspaces:

@@ -87,19 +87,22 @@ class _EnvBase:
     def __init__(self) -> None:
         self.session: AgentSession | None = None
         self.final_reward: float | None = None
+        self.scored = False
 
     def reset(self, **row: Any) -> None:
         if self.session is not None:
             self.session.close()
         self.session = type(self)._session_factory(row)
-        self.final_reward = None
+        self.final_reward, self.scored = None, False
         return None  # the prompt row already holds the agent's task message
 
-    def get_reward(self) -> float:
+    def get_reward(self) -> float | None:
+        """The episode's reward; None after a harness_error (TRL leaves the rollout out: every reward
+        function returns None for it, see :mod:`.rewards`)."""
         if self.session is None:
             return -1.0
-        if self.final_reward is None:
-            self.final_reward = self.session.reward()
+        if not self.scored:
+            self.final_reward, self.scored = self.session.reward(), True
             self.session.close()
         return self.final_reward
 
@@ -168,16 +171,19 @@ class AgenticStage:
             run's metrics and one line each in ``rollouts.jsonl`` (tools called, reward, the end
             of the model's last message)."""
             done = [s for s in sessions if s.submitted or s.verdicts]
-            rewards = [s.reward() for s in sessions]
+            scores = [s.reward() for s in sessions]
+            rewards = [r for r in scores if r is not None]  # harness errors: left out, counted
             with open(rollouts, "a") as f:
                 for i, s in enumerate(sessions):
-                    f.write(json.dumps({"task": s.task.name, "reward": rewards[i], "submitted": s.submitted,
+                    f.write(json.dumps({"task": s.task.name, "reward": scores[i], "submitted": s.submitted,
                                         "calls": s.calls, "last_message": _last_text(completions, i)}) + "\n")
+            if scores:
+                stats["harness_error_rate"] = sum(r is None for r in scores) / len(scores)
             if rewards:
                 from .rlmath import reward_distribution
 
                 stats.update(sandbox_reward_mean=sum(rewards) / len(rewards),
-                             pass_rate=sum(r > 0 for r in rewards) / len(rewards),
+                             pass_rate=sum(r > 0 for r in rewards) / len(scores),
                              submit_rate=sum(s.submitted for s in sessions) / len(sessions),
                              verified_rate=len(done) / len(sessions), **reward_distribution(rewards))
             sessions.clear()

@@ -39,7 +39,7 @@ class EvalClient:
         body = {"task": {"name": task.name, "source": task.source}, "files": files, "reward": reward_kind,
                 "timeout_s": self.timeout_s}
         d = self._post("/v1/evaluate", body)
-        return EvalResult(verdict=Verdict.from_dict(d["verdict"]), reward=float(d["reward"]), gpu=d.get("gpu"),
+        return EvalResult(verdict=Verdict.from_dict(d["verdict"]), reward=_reward(d.get("reward")), gpu=d.get("gpu"),
                           queue_s=float(d.get("queue_s") or 0.0))
 
     def health(self) -> dict[str, Any]:
@@ -69,6 +69,11 @@ class EvalClient:
                 time.sleep(wait)
                 wait = min(wait * 2, 60.0)
         raise EvalUnavailable(f"{self.url}{path}: gave up after {self.retries + 1} tries; last: {last}")
+
+
+def _reward(value: Any) -> float | None:
+    """The service's reward: a number, or null for a harness_error (never turned into a number here)."""
+    return None if value is None else float(value)
 
 
 def _error_text(e: urllib.error.HTTPError) -> str:

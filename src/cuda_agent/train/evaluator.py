@@ -8,7 +8,9 @@ timing). Both return the same record.
 Errors: a candidate's failure is a Verdict (compile_error, rejected, ...). A host that cannot
 evaluate at all (no GPU: :class:`~cuda_agent.sandbox.NoGpuError`; service unreachable after
 retries: :class:`~cuda_agent.train.client.EvalUnavailable`) raises: it says nothing about the
-candidate, so it must not become a reward.
+candidate, so it must not become a reward. Nor does a ``harness_error`` verdict (the reference
+crashed, a worker was killed from outside, the harness raised): its reward is None, and the stages
+leave such a sample out of the batch (:mod:`.rewards`, :mod:`.agentic`).
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ class EvalResult:
     """One evaluation. Defaults mean failed."""
 
     verdict: Verdict = field(default_factory=Verdict)
-    reward: float = -1.0
-    """``REWARDS[reward_kind](verdict)``."""
+    reward: float | None = -1.0
+    """``REWARDS[reward_kind](verdict)``; None for a ``harness_error`` (left out of training batches)."""
     gpu: int | None = None
     """The GPU index it was timed on (service), if any."""
     queue_s: float = 0.0

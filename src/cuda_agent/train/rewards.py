@@ -8,6 +8,14 @@ TRL calls it with the batch's prompts, completions and dataset columns (our prom
 subprocesses; the evaluation service queues them on its GPUs). Every verdict is appended to
 ``<run_dir>/rollouts.jsonl``, and batch statistics (reward mean, distribution, pass rate,
 verdict mix) are handed to the run log through ``stats``.
+
+A ``harness_error`` verdict (the reference crashed, a worker was killed from outside, the harness
+raised) has reward None, and None is what this function returns for that completion: TRL (>= 1.16,
+``GRPOTrainer._generate_and_score_completions``) marks a completion whose every reward is None
+"unscorable": it is left out of its group's mean and std and its advantage is 0, so it moves the
+policy neither way. It is never turned into a number. ``harness_error_rate`` in the batch statistics
+counts them (a policy that learned to crash like the harness would show there, and earns no reward
+by it).
 """
 
 from __future__ import annotations
@@ -38,10 +46,12 @@ def batch_stats(results: list[EvalResult]) -> dict[str, float]:
     """Reward mean, distribution, pass rate and verdict mix of one batch."""
     if not results:
         return {}
-    rewards = [r.reward for r in results]
-    out = {"sandbox_reward_mean": sum(rewards) / len(rewards),
-           "pass_rate": sum(r.verdict.ok for r in results) / len(results),
+    rewards = [r.reward for r in results if r.reward is not None]  # harness errors are not rewards
+    out = {"pass_rate": sum(r.verdict.ok for r in results) / len(results),
+           "harness_error_rate": sum(r.reward is None for r in results) / len(results),
            **reward_distribution(rewards)}
+    if rewards:
+        out["sandbox_reward_mean"] = sum(rewards) / len(rewards)
     for r in results:
         key = f"verdict_{r.verdict.verdict}"
         out[key] = out.get(key, 0.0) + 1.0 / len(results)
@@ -71,7 +81,8 @@ class SandboxReward:
         self.__name__ = f"sandbox_{config.kind}"
         self._lock = threading.Lock()
 
-    def __call__(self, prompts=None, completions=None, task_name=None, trainer_state=None, **_: Any) -> list[float]:
+    def __call__(self, prompts=None, completions=None, task_name=None, trainer_state=None, **_: Any) -> list[float | None]:
+        """One reward per completion; None for a harness_error (TRL leaves that sample out)."""
         texts = [completion_text(c) for c in completions]
         names = list(task_name)
         with ThreadPoolExecutor(max_workers=max(1, min(self.config.max_parallel, len(texts)))) as pool:

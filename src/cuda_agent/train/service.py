@@ -13,10 +13,12 @@ Stdlib only (``http.server`` + threads): the GPU image has no FastAPI. Endpoints
 ``POST /v1/evaluate``  ``{"task": {"name", "source"}, "files": {path: text}, "reward": "paper",
                          "timeout_s": 900}``
     -> 200 ``{"verdict": {...Verdict JSON...}, "reward": r, "gpu": i, "queue_s": s, "eval_s": s}``
+       (``reward`` is null for a ``harness_error`` verdict: not the candidate's failure, left out of training)
     -> 400 bad request (the message says what); 429 queue full (retry later);
        503 no GPU on this host; 504 the job did not finish within its timeout.
 ``GET /v1/health``     -> ``{"ok": true, "gpus": [...], "queued": n, "running": n, "done": n,
-                         "failed": n, "max_queue": n}``
+                         "failed": n, "harness_errors": n, "max_queue": n}`` (``harness_errors``: done
+                         jobs whose verdict was harness_error; a rising count is a broken host or task)
 
 Limits: ``max_queue`` jobs waiting (beyond: 429), ``per_gpu`` jobs running per GPU,
 ``job_timeout_s`` per job from arrival (a job that waited too long is dropped unrun with 504).
@@ -82,7 +84,7 @@ class EvalService:
     def __init__(self, config: EvalServiceConfig | None = None):
         self.config = cfg = config or EvalServiceConfig()
         self.queue: queue.Queue[_Job | None] = queue.Queue(maxsize=cfg.max_queue)
-        self.counts = {"running": 0, "done": 0, "failed": 0}
+        self.counts = {"running": 0, "done": 0, "failed": 0, "harness_errors": 0}
         self._lock = threading.Lock()
         self._workers: list[threading.Thread] = []
         self._server: ThreadingHTTPServer | None = None
@@ -160,6 +162,8 @@ class EvalService:
             with self._lock:
                 self.counts["running"] -= 1
                 self.counts["done" if ok else "failed"] += 1
+                if ok and result.verdict.harness_error:
+                    self.counts["harness_errors"] += 1
 
 
 def parse_request(body: dict[str, Any], default_timeout_s: float) -> tuple[Task, dict[str, str], str, float]:

@@ -63,7 +63,7 @@ def _fmt(x, spec: str = ".3f") -> str:
 
 
 def summarize(v) -> str:
-    lines = [f"verdict: {v.verdict}   reward: {v.reward:g}   task: {v.task}"]
+    lines = [f"verdict: {v.verdict}   reward: {'null' if v.reward is None else format(v.reward, 'g')}   task: {v.task}"]
     if v.ms is not None:
         lines.append(f"time: {_fmt(v.ms, '.4f')} ms   eager: {_fmt(v.eager_ms, '.4f')} ms   "
                      f"compile: {_fmt(v.compile_ms, '.4f')} ms   speedup vs eager: {_fmt(v.speedup_vs_eager, '.2f')}x   "

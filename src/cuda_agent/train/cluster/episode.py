@@ -136,9 +136,11 @@ async def run_episode(generate: Generate, tokenizer, session: AgentSession, mess
             break
     out.response_ids = out.response_ids[: limits.response_length]
     out.response_mask = out.response_mask[: limits.response_length]
-    out.reward = await loop.run_in_executor(None, session.reward)
+    reward = await loop.run_in_executor(None, session.reward)
+    out.reward = -1.0 if reward is None else reward  # verl needs a number: see cluster/reward.py
     out.verdict = session.best_verdict() or (session.verdicts[-1] if session.verdicts else None)
-    out.metrics = {"generate_s": t_gen, "tool_s": t_tool, "verified": float(bool(session.verdicts))}
+    out.metrics = {"generate_s": t_gen, "tool_s": t_tool, "verified": float(bool(session.verdicts)),
+                   "harness_error": float(reward is None)}
     return out
 
 

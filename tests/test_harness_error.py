@@ -1,0 +1,141 @@
+"""Harness failures are not the candidate's (issue 15): the reference crashing or hanging, a worker
+killed from outside, the harness raising: verdict ``harness_error``, reward null, one flag saying which.
+The candidate's own crash stays ``runtime_error``. Rehearsal mode (CUDA_AGENT_REHEARSAL=cpu): real
+worker processes, the CPU standing in for the GPU."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from cuda_agent.sandbox import REWARDS, SandboxConfig, Verdict, evaluate, load_solution
+from cuda_agent.sandbox import evaluator as evaluator_module
+from cuda_agent.sandbox.verdict import HARNESS_ERROR, VERDICTS
+from cuda_agent.tasks import load_task
+
+from .conftest import SOLUTIONS, TASKS
+from .test_rehearsal import _forward, _variant
+
+TASK = TASKS / "swish_small.py"
+HONEST = SOLUTIONS / "rehearsal_swish_cpu"
+
+
+def test_every_reward_is_null_for_a_harness_error_and_only_for_it():
+    assert HARNESS_ERROR in VERDICTS
+    for kind, fn in REWARDS.items():
+        assert fn(Verdict(verdict=HARNESS_ERROR)) is None, kind
+        for verdict in VERDICTS:
+            if verdict != HARNESS_ERROR:
+                r = fn(Verdict(verdict=verdict, speedup_vs_eager=1.2, speedup_vs_compile=1.2))
+                assert isinstance(r, float), (kind, verdict)
+    v = Verdict.from_dict(Verdict(verdict=HARNESS_ERROR, reward=None).to_dict())
+    assert v.reward is None and v.harness_error and not v.ok
+
+
+@pytest.fixture
+def rehearse(monkeypatch, tmp_path_factory):
+    monkeypatch.setenv("CUDA_AGENT_REHEARSAL", "cpu")
+    cache = tmp_path_factory.getbasetemp() / "rehearsal_cache"
+
+    def run(solution=HONEST, task=TASK, **overrides):
+        cfg = dict(cache_dir=cache, rep_ms=20.0, warmup_ms=5.0, run_timeout_s=120.0, profile=False)
+        cfg.update(overrides)
+        return evaluate(load_task(task), load_solution(solution), SandboxConfig(**cfg))
+
+    return run
+
+
+def _task_with_forward(tmp_path, body: str, name: str = "task.py"):
+    """swish_small with another reference forward (the honest CPU candidate still fits it)."""
+    src = (TASKS / "swish_small.py").read_text()
+    src = src.replace("        return x * torch.sigmoid(x)\n", "".join(f"        {ln}\n" for ln in body.splitlines()))
+    src = "import os\nimport time\n" + src
+    path = tmp_path / name
+    path.write_text(src)
+    return path
+
+
+REFERENCE_FAILURES = [
+    ("raises", "raise RuntimeError('the reference is broken')", "failed on every trial input"),
+    ("exits", "os._exit(7)", "the reference worker died"),
+    ("hangs", "time.sleep(60)\nreturn x", "the reference Model timed out"),
+]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("what,body,reason", REFERENCE_FAILURES, ids=[r[0] for r in REFERENCE_FAILURES])
+def test_a_failing_reference_is_a_harness_error_not_the_candidates(rehearse, tmp_path, what, body, reason):
+    task = _task_with_forward(tmp_path, body)
+    v = rehearse(task=task, run_timeout_s=6.0, baseline_timeout_s=6.0, use_baseline_cache=False)
+    assert v.verdict == HARNESS_ERROR and v.reward is None, (what, v.verdict, v.reasons)
+    assert "reference_error" in v.flags and "worker_killed" not in v.flags, v.flags
+    assert any(reason in r for r in v.reasons), v.reasons
+
+
+@pytest.mark.nvcc
+def test_a_candidate_worker_killed_from_outside_is_a_harness_error(rehearse, tmp_path):
+    pid_file = tmp_path / "pid"
+    body = f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\nreturn x"
+    ws = _variant(tmp_path, "import os\nimport time\n" + _forward(body))
+
+    def kill_when_it_runs():  # the out-of-memory killer, as far as the harness can tell
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if pid_file.exists() and pid_file.read_text().strip():
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_when_it_runs, daemon=True)
+    killer.start()
+    v = rehearse(ws, static_rules=False)
+    killer.join(timeout=5)
+    assert v.verdict == HARNESS_ERROR and v.reward is None, (v.verdict, v.reasons)
+    assert v.flags == ["worker_killed"], v.flags
+    assert "SIGKILL" in v.reasons[0] and "not counted against the candidate" in v.reasons[0]
+
+
+@pytest.mark.nvcc
+def test_the_candidates_own_crash_stays_a_runtime_error(rehearse, tmp_path):
+    v = rehearse(_variant(tmp_path, "import os\n" + _forward("os._exit(3)")), static_rules=False)
+    assert v.verdict == "runtime_error" and v.reward == -1, (v.verdict, v.reasons)
+    assert not {"worker_killed", "reference_error", "harness_exception"} & set(v.flags)
+
+
+@pytest.mark.nvcc
+def test_a_candidate_hang_stays_a_timeout_although_the_harness_kills_it(rehearse, tmp_path):
+    v = rehearse(_variant(tmp_path, "import time\n" + _forward("time.sleep(60)\nreturn x")),
+                 static_rules=False, run_timeout_s=4.0)
+    assert v.verdict == "timeout" and v.reward == -1, (v.verdict, v.reasons)
+    assert "worker_killed" not in v.flags
+
+
+@pytest.mark.nvcc
+def test_an_exception_in_the_harness_is_a_harness_error_with_its_traceback(rehearse, monkeypatch):
+    def broken_compare(*a, **kw):
+        raise ZeroDivisionError("a bug in the judge")
+
+    monkeypatch.setattr(evaluator_module, "compare", broken_compare)
+    v = rehearse()
+    assert v.verdict == HARNESS_ERROR and v.reward is None, (v.verdict, v.reasons)
+    assert "harness_exception" in v.flags
+    assert v.reasons[0].startswith("the harness raised ZeroDivisionError: a bug in the judge")
+    assert "broken_compare" in v.log and "Traceback" in v.log
+    assert v.eval_s is not None
+
+
+def test_bad_input_still_raises(tmp_path, monkeypatch):
+    from cuda_agent.tasks import Task, TaskError
+
+    monkeypatch.setenv("CUDA_AGENT_REHEARSAL", "cpu")
+    with pytest.raises(TaskError):
+        evaluate(Task(name="t", source="x = 1\n"), load_solution(HONEST), SandboxConfig(cache_dir=tmp_path))
+
+
+def test_eval_prints_a_null_reward():
+    from cuda_agent.sandbox.commands.eval_cmd import summarize
+
+    v = Verdict(verdict=HARNESS_ERROR, reward=None, flags=["worker_killed"])
+    assert summarize(v).splitlines()[0].startswith("verdict: harness_error   reward: null")
