@@ -86,3 +86,28 @@ def test_peak_rss_can_be_reset_and_grows_with_use():
     assert memory.peak_rss_mb() >= before + 250
     del block
     assert memory.peak_gpu_mb(torch.device("cpu")) is None
+
+
+def test_a_task_that_cannot_fit_is_named_with_its_sizes():
+    gib = 1 << 30
+    assert memory.fit_problem(memory.Footprint(16 * gib, 16 * gib), 141 * gib) is None
+    why = memory.fit_problem(memory.Footprint(40 * gib, 40 * gib), 141 * gib)
+    assert why.startswith("the task does not fit on this GPU") and "160.0 GiB" in why and "141.0 GiB" in why
+    assert memory.fit_problem(memory.Footprint(None, None), gib) is None  # unknown: no claim
+    assert memory.fit_problem(memory.Footprint(40 * gib, 40 * gib), None) is None  # GPU size unknown
+
+
+def test_the_evaluator_says_so_before_anything_runs(monkeypatch, tmp_path):
+    from cuda_agent.sandbox import SandboxConfig, evaluate, evaluator, load_solution
+    from cuda_agent.tasks import load_task
+
+    from .conftest import SOLUTIONS, TASKS
+
+    monkeypatch.setenv("CUDA_AGENT_REHEARSAL", "cpu")
+    monkeypatch.setattr(evaluator, "gpu_memory_bytes", lambda device: 1 << 10)  # a 1 KiB "GPU"
+    started = []
+    monkeypatch.setattr(evaluator, "start_worker", lambda *a, **k: started.append(a) or 1 / 0)
+    v = evaluate(load_task(TASKS / "swish_small.py"), load_solution(SOLUTIONS / "rehearsal_swish_cpu"),
+                 SandboxConfig(cache_dir=tmp_path))
+    assert v.verdict == "harness_error" and v.flags == ["does_not_fit"] and v.reward is None
+    assert v.reasons[0].startswith("the task does not fit") and not started

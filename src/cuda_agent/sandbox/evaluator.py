@@ -33,9 +33,9 @@ from .baselines import Baseline, BaselineStore
 from .build import BuildResult, build, inline_env, resolve_arch
 from .compare import compare, is_precision_downgrade
 from .config import SandboxConfig
-from .gpu import GpuLock, no_gpu_reason
+from .gpu import GpuLock, gpu_memory_bytes, no_gpu_reason
 from .logs import trim_traceback
-from .memory import peak_rss_mb, reset_peak_rss, task_footprint
+from .memory import fit_problem, peak_rss_mb, reset_peak_rss, task_footprint
 from .process import BadReply, WorkerDied, WorkerError, WorkerProcess, WorkerTimeout, start_worker
 from .reward import paper_reward
 from .solution import REFERENCE, Solution, SolutionError, reference_solution
@@ -118,6 +118,11 @@ class _Evaluation:
         init_inputs = list(module.get_init_inputs())
         self.footprint = task_footprint(module, init_inputs)
         v.timing["footprint"] = self.footprint.to_dict()
+        too_big = fit_problem(self.footprint, gpu_memory_bytes(cfg.device))
+        if too_big:  # said before anything runs, rather than a worker SIGKILLed half way
+            v.fail(HARNESS_ERROR, too_big)
+            v.flag("does_not_fit")
+            return
         env = worker_env(cfg)
         try:
             self.ref_env = env

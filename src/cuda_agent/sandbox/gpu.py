@@ -24,6 +24,8 @@ class GpuInfo:
     name: str
     compute_cap: str  # e.g. "9.0"
     uuid: str
+    memory_mb: int = 0
+    """Total memory, MiB (0: not reported)."""
 
     @property
     def arch(self) -> str:
@@ -37,7 +39,8 @@ def list_gpus() -> tuple[GpuInfo, ...]:
     if smi is None:
         return ()
     try:
-        out = subprocess.run([smi, "--query-gpu=index,name,compute_cap,uuid", "--format=csv,noheader"],
+        out = subprocess.run([smi, "--query-gpu=index,name,compute_cap,uuid,memory.total",
+                              "--format=csv,noheader,nounits"],
                              capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return ()
@@ -46,16 +49,23 @@ def list_gpus() -> tuple[GpuInfo, ...]:
     gpus = []
     for line in out.stdout.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 4:
-            gpus.append(GpuInfo(int(parts[0]), parts[1], parts[2], parts[3]))
+        if len(parts) in (4, 5):
+            mem = int(parts[4]) if len(parts) == 5 and parts[4].isdigit() else 0
+            gpus.append(GpuInfo(int(parts[0]), parts[1], parts[2], parts[3], mem))
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         chosen = []
         for tok in (t.strip() for t in visible.split(",") if t.strip()):
             match = [g for g in gpus if str(g.index) == tok or g.uuid.startswith(tok)]
             chosen.extend(match[:1])
-        gpus = [GpuInfo(i, g.name, g.compute_cap, g.uuid) for i, g in enumerate(chosen)]
+        gpus = [GpuInfo(i, g.name, g.compute_cap, g.uuid, g.memory_mb) for i, g in enumerate(chosen)]
     return tuple(gpus)
+
+
+def gpu_memory_bytes(device: int = 0) -> int | None:
+    """Total memory of the GPU an evaluation will use, from nvidia-smi (None: unknown, e.g. a rehearsal)."""
+    info = gpu_info(device)
+    return info.memory_mb << 20 if info is not None and info.memory_mb else None
 
 
 def gpu_info(device: int = 0) -> GpuInfo | None:

@@ -65,6 +65,22 @@ def gpu_need_bytes(fp: Footprint, rotation_sets: int) -> int | None:
     return (4 * rotation_sets + 1) * fp.input_bytes + 4 * out
 
 
+def fit_problem(fp: Footprint, gpu_bytes: int | None) -> str | None:
+    """Why the task cannot be evaluated on a GPU of ``gpu_bytes`` at all, or None. The floor is what any
+    evaluation holds at once: the reference's and the candidate's input set and output (2 x (in + out));
+    a task above it cannot run side by side with its reference on one GPU, whatever the harness does."""
+    if gpu_bytes is None or fp.input_bytes is None:
+        return None
+    out = fp.output_bytes or 0
+    floor = 2 * (fp.input_bytes + out)
+    if floor <= gpu_bytes:
+        return None
+    gib = 1 << 30
+    return (f"the task does not fit on this GPU: one input set is {fp.input_bytes / gib:.1f} GiB and one output "
+            f"{out / gib:.1f} GiB, so the reference and the candidate together need at least {floor / gib:.1f} GiB; "
+            f"the GPU has {gpu_bytes / gib:.1f} GiB")
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident set (VmHWM; since the last reset_peak_rss where Linux allows it)."""
     try:
