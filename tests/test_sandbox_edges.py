@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from cuda_agent.sandbox import guards, inputs, timing  # noqa: E402
 from cuda_agent.sandbox.compare import (  # noqa: E402
-    DOWNGRADE_CEILING, TOLERANCE, compare, is_precision_downgrade, tolerance)
+    DOWNGRADE_CEILING, TOLERANCE, Comparison, compare, is_precision_downgrade, tolerance)
 from cuda_agent.sandbox.reward import log_speedup_reward, paper_reward, speedup_reward  # noqa: E402
 from cuda_agent.sandbox.verdict import CORRECT, Verdict  # noqa: E402
 
@@ -316,3 +316,59 @@ def test_thread_starts_are_counted_even_when_the_thread_ends_at_once():
     t.start()
     t.join()
     assert count() == before + 1
+
+
+# --- compare: what mutation testing found unpinned (benchmarks/mutation.py) -------------------------------
+
+def test_the_downgrade_ceiling_itself_still_counts_as_a_downgrade():
+    c = Comparison(ok=False, rel_err=DOWNGRADE_CEILING, tolerance=1e-4, allclose_1e2=True)
+    assert is_precision_downgrade(c, "fp32")
+    assert not is_precision_downgrade(Comparison(ok=False, rel_err=DOWNGRADE_CEILING * 1.001, tolerance=1e-4,
+                                                 allclose_1e2=True), "fp32")
+
+
+def test_a_dtype_without_its_own_tolerance_gets_the_strict_default():
+    assert tolerance(torch.complex64, "fp32") == 1e-4
+
+
+def test_integer_mismatches_fail_with_an_infinite_error():
+    c = compare(torch.tensor([1, 2, 3]), torch.tensor([1, 2, 4]))
+    assert c.ok is False and c.rel_err == float("inf") and c.worst == "out: 1 of 3 elements differ"
+
+
+def test_half_precision_outputs_are_compared_in_fp32_arithmetic():
+    # in fp16 arithmetic the difference (1.3e5) would overflow to inf
+    c = compare(torch.tensor([65000.0], dtype=torch.float16), torch.tensor([-65000.0], dtype=torch.float16))
+    assert c.max_abs_err == 2 * 64992.0 and c.problem is None  # 65000 is 64992 in fp16
+
+
+def test_double_outputs_are_compared_in_double_arithmetic():
+    # in fp32 both round to 1.0 and the error would vanish
+    c = compare(torch.tensor([1.0 + 1e-10], dtype=torch.float64), torch.tensor([1.0], dtype=torch.float64))
+    assert 0.5e-10 < c.rel_err < 2e-10 and c.ok
+
+
+def test_an_infinity_where_the_reference_is_finite_is_a_problem():
+    c = compare(torch.tensor([float("inf"), 1.0]), torch.tensor([1.0, 1.0]))
+    assert c.problem is not None and c.rel_err == float("inf") and not c.ok
+
+
+def test_the_non_finite_message_counts_positions_and_the_reference_s_nan_and_inf():
+    nan, inf = float("nan"), float("inf")
+    # position 1: -inf for inf; position 2: inf for a finite value; positions 0 and 3 agree
+    c = compare(torch.tensor([nan, -inf, inf, 2.0]), torch.tensor([nan, inf, 1.0, 2.0]))
+    assert c.problem == "out: non-finite values differ from the reference (2 positions; reference has 2 NaN/Inf)"
+    assert c.rel_err == float("inf")
+    c = compare(torch.tensor([nan, 1.0]), torch.tensor([1.0, nan]))  # NaN moved: both positions
+    assert c.problem == "out: non-finite values differ from the reference (2 positions; reference has 1 NaN/Inf)"
+
+
+@pytest.mark.parametrize("out, ref, message", [
+    ((torch.ones(2), torch.ones(2)), (torch.ones(2),), "output structure differs: expected tuple of 1, got tuple of 2"),
+    (torch.ones(4), (torch.ones(4),), "output structure differs: expected tuple of 1, got Tensor(4,) torch.float32"),
+    ((torch.ones(2),), [torch.ones(2)], "out: expected list of 1, got tuple of 1"),
+    (1, torch.ones(2), "out: expected a tensor, got int"),
+    ("<unsupported output type foo.Bar>", torch.ones(2), "out: expected a tensor, got <unsupported output type foo.Bar>"),
+])
+def test_structure_problems_name_what_was_expected_and_what_came(out, ref, message):
+    assert compare(out, ref).problem == message
