@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..sandbox import Solution
+from ..sandbox import REWARDS, Solution, Verdict
 from ..tasks import Task
 from .config import AgentConfig
 from .tools import Tool, ToolResult, load_tool, validate_args
@@ -30,21 +30,14 @@ class Best:
 
     @property
     def score(self) -> float:
-        return speed_score(self.verdict)
+        """The sandbox's ``speedup`` reward: -1 unless correct, else the speedup over torch.compile
+        (over eager when the compile baseline is missing)."""
+        return REWARDS["speedup"](Verdict.from_dict(self.verdict))
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "fingerprint": self.fingerprint, "files": self.files, "turn": self.turn,
                 "speedup_vs_eager": self.verdict.get("speedup_vs_eager"),
                 "speedup_vs_compile": self.verdict.get("speedup_vs_compile"), "reward": self.verdict.get("reward")}
-
-
-def speed_score(v: dict[str, Any]) -> float:
-    """How good a verdict is: -1 unless correct, else its speedup over torch.compile (over eager
-    when the compile baseline is missing)."""
-    if v.get("verdict") != "correct":
-        return -1.0
-    s = v.get("speedup_vs_compile") if v.get("speedup_vs_compile") is not None else v.get("speedup_vs_eager")
-    return float(s) if s is not None else 0.0
 
 
 @dataclass
@@ -94,7 +87,7 @@ class Environment:
     def record_verdict(self, v: dict[str, Any], fingerprint: str, files: dict[str, bytes], path: Path) -> str:
         """Remember a verdict; keep the solution if it is the best so far. Returns a line for the agent."""
         self.verified[fingerprint] = v.get("verdict", "")
-        if speed_score(v) > (self.best.score if self.best else -1.0):
+        if REWARDS["speedup"](Verdict.from_dict(v)) > (self.best.score if self.best else -1.0):
             self.best = Best(v, fingerprint, {k: b.decode(errors="replace") for k, b in files.items()}, self.turn,
                              self.best_dir)
             tmp = self.best_dir.with_name("best.tmp")
@@ -131,4 +124,4 @@ def _x(s: float | None) -> str:
     return "-" if s is None else f"{s:.2f}x"
 
 
-__all__ = ["Environment", "Best", "speed_score"]
+__all__ = ["Environment", "Best"]

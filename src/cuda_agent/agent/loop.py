@@ -220,8 +220,8 @@ class Agent:
         self.add_tool_message(call, result.output)
         step["calls"].append({"name": call.name, "ok": result.ok, "s": round(took, 4),
                               "sandbox_s": round(result.sandbox_s, 4), **result.info})
-        self.progress.call(self.turn, call.name, _call_summary(call.name, call.arguments) or
-                           result.output.splitlines()[0][:100] if result.output else "", result.ok, took)
+        first_line = result.output.splitlines()[0][:100] if result.output else ""
+        self.progress.call(self.turn, call.name, _call_summary(call.name, call.arguments) or first_line, result.ok, took)
         self.after_result(call, result)
         return not result.info.get("invalid_call", False)
 
