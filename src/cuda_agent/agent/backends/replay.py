@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from . import ModelReply, ReplayExhausted, ToolCall
-from .toolcall_text import new_call_id, parse_arguments, parse_tool_calls
+from .toolcall_text import new_call_id, parse_arguments, parse_reply
 
 
 @dataclass
@@ -62,8 +62,7 @@ class ReplayBackend:
         step = self.steps[self.position]
         self.position += 1
         if isinstance(step, str):
-            content, calls, errors = parse_tool_calls(step)
-            return ModelReply(content=content, tool_calls=calls, parse_errors=errors)
+            return parse_reply(step)
         calls = []
         for c in step.get("tool_calls") or []:
             raw = c.get("arguments", {})
