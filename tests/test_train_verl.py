@@ -131,8 +131,8 @@ class _ScriptedCompletions:
 def test_episode_against_local_openai_server(tmp_path, cache_dir):
     pytest.importorskip("trl")  # the tiny tokenizer uses TRL's Qwen2.5 chat template
     from cuda_agent.sandbox import SandboxConfig
-    from cuda_agent.train.agent_env import AgentSession, SessionConfig, initial_messages
-    from cuda_agent.train.cluster.episode import EpisodeLimits, OpenAICompletions, run_episode
+    from cuda_agent.train.agent_env import SessionConfig, close_episode, start_episode
+    from cuda_agent.train.cluster.episode import OpenAICompletions, run_episode
     from cuda_agent.train.evaluator import LocalEvaluator
     from cuda_agent.train.tiny import make_tokenizer
 
@@ -144,17 +144,17 @@ def test_episode_against_local_openai_server(tmp_path, cache_dir):
     server = _ScriptedCompletions(replies)
     tok = make_tokenizer([cheat, SWISH.source] + replies, 800)
     cfg = SessionConfig(max_turns=10, run_root=str(tmp_path))
-    session = AgentSession(SWISH, cfg, LocalEvaluator(SandboxConfig(cache_dir=cache_dir)))
+    episode = start_episode(SWISH, cfg, LocalEvaluator(SandboxConfig(cache_dir=cache_dir)))
     gen = OpenAICompletions(server.url, "scripted", tok)
     try:
-        ep = asyncio.run(run_episode(gen, tok, session, initial_messages(SWISH, cfg), {"temperature": 1.0},
-                                     EpisodeLimits(max_turns=10)))
+        ep = asyncio.run(run_episode(gen, tok, episode, {"temperature": 1.0}, response_length=100_000))
     finally:
         server.close()
-        session.close()
-    assert ep.ended_by == "submit" and ep.num_turns == 4 and ep.submitted
-    assert ep.reward == -1.0 and ep.verdict["verdict"] == "rejected"  # verified on submit: torch.sigmoid in forward
+        close_episode(episode, cfg)
+    assert ep.ended_by == "submitted" and ep.num_turns == 4 and ep.submitted
+    assert ep.reward == -1.0 and ep.record["verdicts"][-1]["verdict"]["verdict"] == "rejected"  # verified on submit
     assert len(ep.response_ids) == len(ep.response_mask)
+    assert ep.response_logprobs is None  # the scripted server sends none
     # on-policy: every request's prompt is exactly the previous prompt + generated + observation tokens
     for k, prompt in enumerate(server.prompts):
         assert prompt == (ep.prompt_ids + ep.response_ids)[:len(prompt)]
@@ -163,5 +163,5 @@ def test_episode_against_local_openai_server(tmp_path, cache_dir):
     assert "write_file" in actor and "submit" in actor and "<tool_response>" not in actor
     assert "created model_new.py" in obs or "model_new.py" in obs
     assert "No tool call found" in obs and "unknown tool" in obs
-    roles = [m["role"] for m in ep.messages]
+    roles = [m["role"] for m in ep.record["messages"]]
     assert roles[:3] == ["system", "user", "assistant"] and roles[-1] == "tool"

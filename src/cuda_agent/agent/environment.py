@@ -1,7 +1,8 @@
 """The Environment: one task's workspace, its tools, and the best verified solution so far.
 
 ``execute(name, arguments)`` validates and runs one tool call and returns a ToolResult; it never
-raises for anything the model did. The environment also keeps score: every verdict is recorded,
+raises for anything the model did. ``verify`` judges through :meth:`Environment.evaluate`: the
+sandbox in this process, or the ``verifier`` a driver passes (training: the evaluation service). The environment also keeps score: every verdict is recorded,
 and a correct one faster than the best so far is copied to ``<run_dir>/best/``.
 """
 
@@ -9,11 +10,12 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..sandbox import REWARDS, Solution, Verdict
+from ..sandbox import REWARDS, Solution, Verdict, evaluate
 from ..tasks import Task
 from .config import AgentConfig
 from .tools import Tool, ToolResult, load_tool, validate_args
@@ -45,6 +47,9 @@ class Environment:
     task: Task
     run_dir: Path
     config: AgentConfig
+    verifier: Callable[[Task, Solution], Verdict] | None = None
+    """Who judges a candidate for ``verify``: None is the sandbox in this process (``optimize``,
+    ``bench --agent``); training passes the evaluation service (``train/agent_env.py``)."""
     workspace: Workspace = field(init=False)
     tools: dict[str, Tool] = field(init=False)
     best: Best | None = field(default=None, init=False)
@@ -76,6 +81,12 @@ class Environment:
         return tool.run(args, self)
 
     # ------------------------------------------------------------------ sandbox plumbing
+    def evaluate(self, solution: Solution) -> Verdict:
+        """The verdict on a candidate snapshot, from the verifier or the in-process sandbox."""
+        if self.verifier is not None:
+            return self.verifier(self.task, solution)
+        return evaluate(self.task, solution, self.config.sandbox)
+
     def prepare_candidate(self) -> tuple[Solution, str, dict[str, bytes], list[str]]:
         """Restore read-only files, snapshot the solution; returns (solution, fingerprint, files, notes)."""
         restored = self.workspace.restore_read_only()

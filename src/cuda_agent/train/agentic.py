@@ -3,9 +3,11 @@
 TRL (>= 1.x) runs the tool-calling loop itself when given an ``environment_factory``: each
 rollout gets an environment instance whose public methods are the tools (schemas from their
 signatures and docstrings), ``reset(**row)`` starts the episode, and ``get_reward()`` scores
-it. :func:`environment_class` builds that class from the agent's tool schemas, so the model
-sees exactly the tools it sees in ``cuda-agent optimize``; each method forwards to an
-:class:`~cuda_agent.train.agent_env.AgentSession` (verify through the evaluation service).
+it. :class:`CudaAgentEnv` is that class, written out: one method per training tool, each one
+:meth:`cuda_agent.agent.Episode.call` into the agent's own episode engine (verify through the
+evaluation service), so the model sees exactly the tools, results and reward of ``cuda-agent
+optimize``. TRL parses the replies (the tokenizer's response template, as our drivers do:
+``agent.backends.toolcall_text.parse_reply``) and counts turns and tokens.
 
 What this is not: the paper's PPO with a critic. TRL has no PPO-with-critic trainer for
 multi-turn tool use; GRPO (group-relative advantages, no value model) is what runs here. The
@@ -18,13 +20,13 @@ Tool output is masked from the loss by TRL (its ``tool_mask``); the sequence bud
 
 from __future__ import annotations
 
+import functools
 import json
-import keyword
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .agent_env import REPLY_LOG_CHARS, AgentSession, SessionConfig, initial_messages, tool_schemas
+from .agent_env import REPLY_LOG_CHARS, SessionConfig, call_log, close_episode, initial_messages, start_episode
 from .common import (
     DEFAULT_ACTOR,
     GRPOSettings,
@@ -37,74 +39,75 @@ from .common import (
 )
 from .single_turn import SandboxSettings
 
-_PY_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "object": "dict",
-             "array": "list"}
+def _documented(fn):
+    """Give a tool method the Google docstring of the agent tool it calls (TRL renders the schema
+    from the signature and this docstring; ``test_trl_renders_our_tools_exactly_as_the_agent_presents_them``
+    checks that the result equals the agent's own schema)."""
+    from ..agent.tools import load_tool
+
+    tool = load_tool(fn.__name__)
+    args = [f"    {k}: {' '.join(str(p.get('description') or k).split())}" for k, p in tool.parameters["properties"].items()]
+    fn.__doc__ = " ".join(tool.description.split()) + ("\n\nArgs:\n" + "\n".join(args) if args else "")
+    return fn
 
 
-def _method_source(schema: dict[str, Any]) -> str:
-    """Python source of one tool method whose signature and Google docstring reproduce ``schema``."""
-    fn = schema.get("function") or schema
-    name, params = fn["name"], fn.get("parameters") or {}
-    props, required = params.get("properties") or {}, set(params.get("required") or [])
-    if not name.isidentifier() or keyword.iskeyword(name):
-        raise ValueError(f"tool name {name!r} is not a Python identifier")
-    args, doc_args, names = ["self"], [], []
-    for key in sorted(props, key=lambda k: k not in required):
-        if not key.isidentifier() or keyword.iskeyword(key):
-            raise ValueError(f"argument {key!r} of tool {name!r} is not a Python identifier")
-        typ = _PY_TYPES.get(props[key].get("type"), "str")
-        # `typ = None`, not `typ | None`: TRL renders the schema from this signature, and an Optional hint
-        # would add "nullable" that the agent's own schema (what RFT data shows) does not have
-        args.append(f"{key}: {typ}" if key in required else f"{key}: {typ} = None")
-        desc = " ".join(str(props[key].get("description") or key).split())
-        doc_args.append(f"            {key}: {desc}")
-        names.append(key)
-    description = " ".join(str(fn.get("description") or name).split()).replace('"""', "'''")
-    doc = f'"""{description}\n\n'
-    doc += ("        Args:\n" + "\n".join(doc_args) + "\n") if doc_args else ""
-    doc += '        """'  # no Returns section and no return annotation: no "return" key in the rendered schema
-    call_args = "{" + ", ".join(f"{k!r}: {k}" for k in names) + "}"
-    return (f"    def {name}({', '.join(args)}):\n        {doc}\n"
-            f"        return self._call({name!r}, {{k: v for k, v in {call_args}.items() if v is not None}})\n")
+class CudaAgentEnv:
+    """TRL's environment: one method per training tool, each one call into the agent's Episode
+    (:meth:`cuda_agent.agent.Episode.call`: the same tools, rules, rendering and reward as every
+    other driver). ``start(row) -> Episode`` begins an episode from a dataset row. An optional
+    argument defaults to None, not ``X | None``: TRL would render that as "nullable", which the
+    agent's schema (what the RFT data shows) does not have."""
 
-
-def environment_class(schemas: list[dict[str, Any]], session_factory) -> type:
-    """A TRL environment class: one method per tool schema, plus ``reset`` and ``get_reward``.
-    ``session_factory(row) -> AgentSession`` starts an episode from a dataset row."""
-    src = "class CudaAgentEnv(_Base):\n" + "\n".join(_method_source(s) for s in schemas)
-    namespace: dict[str, Any] = {"_Base": _EnvBase}
-    exec(compile(src, "<cuda_agent.train.agentic tools>", "exec"), namespace)  # our own generated code
-    cls = namespace["CudaAgentEnv"]
-    cls._session_factory = staticmethod(session_factory)
-    return cls
-
-
-class _EnvBase:
-    """What every generated environment shares; the tool methods are added per schema."""
-
-    _session_factory = None
-
-    def __init__(self) -> None:
-        self.session: AgentSession | None = None
-        self.final_reward: float | None = None
+    def __init__(self, start=None):
+        self._start, self.episode, self.final_reward = start, None, None
 
     def reset(self, **row: Any) -> None:
-        if self.session is not None:
-            self.session.close()
-        self.session = type(self)._session_factory(row)
-        self.final_reward = None
+        self.episode, self.final_reward = self._start(row), None
         return None  # the prompt row already holds the agent's task message
 
     def get_reward(self) -> float:
-        if self.session is None:
-            return -1.0
         if self.final_reward is None:
-            self.final_reward = self.session.reward()
-            self.session.close()
+            self.final_reward = self.episode.reward if self.episode is not None else -1.0
         return self.final_reward
 
-    def _call(self, name: str, arguments: dict[str, Any]) -> str:
-        return self.session.execute(name, arguments)
+    def _call(self, name: str, **arguments: Any) -> str:
+        return self.episode.call(name, {k: v for k, v in arguments.items() if v is not None})
+
+    @_documented
+    def bash(self, command: str, timeout: int = None):  # noqa: RUF013 - see the class docstring
+        return self._call("bash", command=command, timeout=timeout)
+
+    @_documented
+    def compile(self):
+        return self._call("compile")
+
+    @_documented
+    def edit_file(self, path: str, old_string: str, new_string: str, replace_all: bool = None):  # noqa: RUF013
+        return self._call("edit_file", path=path, old_string=old_string, new_string=new_string, replace_all=replace_all)
+
+    @_documented
+    def glob(self, pattern: str = None):  # noqa: RUF013
+        return self._call("glob", pattern=pattern)
+
+    @_documented
+    def grep(self, pattern: str, path: str = None, glob: str = None, ignore_case: bool = None):  # noqa: RUF013
+        return self._call("grep", pattern=pattern, path=path, glob=glob, ignore_case=ignore_case)
+
+    @_documented
+    def read_file(self, path: str, offset: int = None, limit: int = None):  # noqa: RUF013
+        return self._call("read_file", path=path, offset=offset, limit=limit)
+
+    @_documented
+    def submit(self, summary: str = None):  # noqa: RUF013
+        return self._call("submit", summary=summary)
+
+    @_documented
+    def verify(self):
+        return self._call("verify")
+
+    @_documented
+    def write_file(self, path: str, content: str):
+        return self._call("write_file", path=path, content=content)
 
 
 class AgenticStage:
@@ -147,14 +150,13 @@ class AgenticStage:
         evaluator = cfg.sandbox.evaluator()
         log = RunLog(cfg.run.out, tensorboard=cfg.run.tensorboard)
         stats: dict[str, float] = {}
-        sessions: list[AgentSession] = []
+        episodes: list[Any] = []
 
-        def new_session(row: dict[str, Any]) -> AgentSession:
-            s = AgentSession(tasks[row["task_name"]], cfg.session, evaluator)
-            sessions.append(s)
-            return s
+        def start(row: dict[str, Any]):
+            ep = start_episode(tasks[row["task_name"]], cfg.session, evaluator)
+            episodes.append(ep)
+            return ep
 
-        env_cls = environment_class(tool_schemas(cfg.session), new_session)
         tokenizer = AutoTokenizer.from_pretrained(cfg.model)
         tokenizer.padding_side = "left"
         args = GRPOConfig(**training_arguments(cfg.optim, cfg.run), **cfg.grpo_arguments(),
@@ -167,25 +169,27 @@ class AgenticStage:
             """Not a reward (returns None, which TRL skips): logs the finished episodes, in the
             run's metrics and one line each in ``rollouts.jsonl`` (tools called, reward, the end
             of the model's last message)."""
-            done = [s for s in sessions if s.submitted or s.verdicts]
-            rewards = [s.reward() for s in sessions]
+            submitted = [ep.ended is not None and ep.ended.ended_by == "submitted" for ep in episodes]
+            rewards = [ep.reward for ep in episodes]
             with open(rollouts, "a") as f:
-                for i, s in enumerate(sessions):
-                    f.write(json.dumps({"task": s.task.name, "reward": rewards[i], "submitted": s.submitted,
-                                        "calls": s.calls, "last_message": _last_text(completions, i)}) + "\n")
+                for i, ep in enumerate(episodes):
+                    f.write(json.dumps({"task": ep.env.task.name, "reward": rewards[i], "submitted": submitted[i],
+                                        "calls": call_log(ep), "last_message": _last_text(completions, i)}) + "\n")
+                    close_episode(ep, cfg.session)
             if rewards:
                 from .rlmath import reward_distribution
 
                 stats.update(sandbox_reward_mean=sum(rewards) / len(rewards),
                              pass_rate=sum(r > 0 for r in rewards) / len(rewards),
-                             submit_rate=sum(s.submitted for s in sessions) / len(sessions),
-                             verified_rate=len(done) / len(sessions), **reward_distribution(rewards))
-            sessions.clear()
+                             submit_rate=sum(submitted) / len(episodes),
+                             verified_rate=sum(bool(s or ep.verdicts) for s, ep in zip(submitted, episodes)) / len(episodes),
+                             **reward_distribution(rewards))
+            episodes.clear()
             return [None] * len(completions)
 
         trainer = GRPOTrainer(model=cfg.model, reward_funcs=[episode_stats], args=args,
                               train_dataset=Dataset.from_list(self.rows(tasks.values())), processing_class=tokenizer,
-                              environment_factory=env_cls, callbacks=[trainer_callback(log, stats)])
+                              environment_factory=functools.partial(CudaAgentEnv, start), callbacks=[trainer_callback(log, stats)])
         trainer.train(resume_from_checkpoint=resume_checkpoint(cfg.run))
         return finish(trainer, cfg.run.out, log)
 
