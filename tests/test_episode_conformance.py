@@ -107,7 +107,7 @@ def trl_driver(tmp_path, service, monkeypatch):
     from transformers import AutoTokenizer
     from trl.chat_template_utils import parse_response
 
-    from cuda_agent.train.agentic import CudaAgentEnv
+    from cuda_agent.train.trl_env import CudaAgentEnv
 
     task = load_task(TASK_PATH, name="swish")
     cfg = _session(tmp_path)

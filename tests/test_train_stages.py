@@ -132,7 +132,7 @@ def test_agentic_environment_runs_real_tools(workdir, cache_dir):
     from cuda_agent.sandbox import SandboxConfig
     from cuda_agent.tasks import load_task
     from cuda_agent.train.agent_env import SessionConfig, call_log, start_episode
-    from cuda_agent.train.agentic import CudaAgentEnv
+    from cuda_agent.train.trl_env import CudaAgentEnv
     from cuda_agent.train.evaluator import LocalEvaluator
     from cuda_agent.train.solution_io import read_files
 
@@ -167,7 +167,7 @@ def test_trl_renders_our_tools_exactly_as_the_agent_presents_them():
     from transformers.utils import get_json_schema
 
     from cuda_agent.train.agent_env import SessionConfig, tool_schemas
-    from cuda_agent.train.agentic import CudaAgentEnv
+    from cuda_agent.train.trl_env import CudaAgentEnv
 
     methods = [getattr(CudaAgentEnv(), n) for n, _ in inspect.getmembers(CudaAgentEnv, predicate=inspect.isfunction)
                if n not in ("reset", "get_reward") and not n.startswith("_")]

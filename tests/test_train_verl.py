@@ -5,6 +5,8 @@ the reward function and the parquet rows. What needs verl/Ray/vLLM is listed in 
 import asyncio
 import json
 import threading
+import urllib.request
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -128,11 +130,47 @@ class _ScriptedCompletions:
         self.server.server_close()
 
 
+@dataclass
+class OpenAICompletions:
+    """``generate`` for the token-level driver over an OpenAI-compatible ``/v1/completions``
+    endpoint that takes token-id prompts (vLLM, SGLang; here the scripted server)."""
+
+    url: str
+    model: str
+    tokenizer: object
+    max_tokens: int = 4096
+    timeout_s: float = 600.0
+
+    async def __call__(self, prompt_ids, sampling_params):
+        from cuda_agent.train.cluster.episode import Generated
+
+        body = {"model": self.model, "prompt": prompt_ids, "logprobs": 0,
+                "max_tokens": int(sampling_params.get("max_tokens", self.max_tokens)),
+                "temperature": float(sampling_params.get("temperature", 1.0)),
+                "top_p": float(sampling_params.get("top_p", 1.0)), "skip_special_tokens": False}
+        loop = asyncio.get_running_loop()
+        data = await loop.run_in_executor(None, self._post, body)
+        choice = data["choices"][0]
+        logprobs = (choice.get("logprobs") or {}).get("token_logprobs")
+        if choice.get("token_ids"):
+            return Generated(list(choice["token_ids"]), logprobs)
+        ids = self.tokenizer.encode(choice.get("text") or "", add_special_tokens=False)
+        if choice.get("finish_reason") == "stop" and self.tokenizer.eos_token_id is not None:
+            ids.append(self.tokenizer.eos_token_id)
+        return Generated(ids, logprobs + [0.0] * (len(ids) - len(logprobs)) if logprobs else None)
+
+    def _post(self, body):
+        req = urllib.request.Request(self.url.rstrip("/") + "/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+            return json.loads(resp.read())
+
+
 def test_episode_against_local_openai_server(tmp_path, cache_dir):
     pytest.importorskip("trl")  # the tiny tokenizer uses TRL's Qwen2.5 chat template
     from cuda_agent.sandbox import SandboxConfig
     from cuda_agent.train.agent_env import SessionConfig, close_episode, start_episode
-    from cuda_agent.train.cluster.episode import OpenAICompletions, run_episode
+    from cuda_agent.train.cluster.episode import run_episode
     from cuda_agent.train.evaluator import LocalEvaluator
     from cuda_agent.train.tiny import make_tokenizer
 

@@ -12,7 +12,6 @@ Drivers: TRL's environment (:mod:`.agentic`, one tool call at a time), verl's ag
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -94,7 +93,3 @@ def call_log(episode) -> list[dict[str, str]]:
     """Each tool call of an episode with the start of its result (for rollout logs)."""
     return [{"tool": m.get("name", ""), "reply": (m.get("content") or "")[:REPLY_LOG_CHARS]}
             for m in episode.messages if m.get("role") == "tool"]
-
-
-def replace(cfg: SessionConfig, **kw) -> SessionConfig:
-    return dataclasses.replace(cfg, **kw)

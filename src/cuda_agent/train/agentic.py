@@ -3,11 +3,9 @@
 TRL (>= 1.x) runs the tool-calling loop itself when given an ``environment_factory``: each
 rollout gets an environment instance whose public methods are the tools (schemas from their
 signatures and docstrings), ``reset(**row)`` starts the episode, and ``get_reward()`` scores
-it. :class:`CudaAgentEnv` is that class, written out: one method per training tool, each one
-:meth:`cuda_agent.agent.Episode.call` into the agent's own episode engine (verify through the
-evaluation service), so the model sees exactly the tools, results and reward of ``cuda-agent
-optimize``. TRL parses the replies (the tokenizer's response template, as our drivers do:
-``agent.backends.toolcall_text.parse_reply``) and counts turns and tokens.
+it. That class is :class:`~cuda_agent.train.trl_env.CudaAgentEnv`: each tool method is one call
+into the agent's own episode engine, so the model sees exactly the tools, results and reward of
+``cuda-agent optimize``.
 
 What this is not: the paper's PPO with a critic. TRL has no PPO-with-critic trainer for
 multi-turn tool use; GRPO (group-relative advantages, no value model) is what runs here. The
@@ -38,77 +36,7 @@ from .common import (
     training_arguments,
 )
 from .single_turn import SandboxSettings
-
-def _documented(fn):
-    """Give a tool method the Google docstring of the agent tool it calls (TRL renders the schema
-    from the signature and this docstring; ``test_trl_renders_our_tools_exactly_as_the_agent_presents_them``
-    checks that the result equals the agent's own schema)."""
-    from ..agent.tools import load_tool
-
-    tool = load_tool(fn.__name__)
-    args = [f"    {k}: {' '.join(str(p.get('description') or k).split())}" for k, p in tool.parameters["properties"].items()]
-    fn.__doc__ = " ".join(tool.description.split()) + ("\n\nArgs:\n" + "\n".join(args) if args else "")
-    return fn
-
-
-class CudaAgentEnv:
-    """TRL's environment: one method per training tool, each one call into the agent's Episode
-    (:meth:`cuda_agent.agent.Episode.call`: the same tools, rules, rendering and reward as every
-    other driver). ``start(row) -> Episode`` begins an episode from a dataset row. An optional
-    argument defaults to None, not ``X | None``: TRL would render that as "nullable", which the
-    agent's schema (what the RFT data shows) does not have."""
-
-    def __init__(self, start=None):
-        self._start, self.episode, self.final_reward = start, None, None
-
-    def reset(self, **row: Any) -> None:
-        self.episode, self.final_reward = self._start(row), None
-        return None  # the prompt row already holds the agent's task message
-
-    def get_reward(self) -> float:
-        if self.final_reward is None:
-            self.final_reward = self.episode.reward if self.episode is not None else -1.0
-        return self.final_reward
-
-    def _call(self, name: str, **arguments: Any) -> str:
-        return self.episode.call(name, {k: v for k, v in arguments.items() if v is not None})
-
-    @_documented
-    def bash(self, command: str, timeout: int = None):  # noqa: RUF013 - see the class docstring
-        return self._call("bash", command=command, timeout=timeout)
-
-    @_documented
-    def compile(self):
-        return self._call("compile")
-
-    @_documented
-    def edit_file(self, path: str, old_string: str, new_string: str, replace_all: bool = None):  # noqa: RUF013
-        return self._call("edit_file", path=path, old_string=old_string, new_string=new_string, replace_all=replace_all)
-
-    @_documented
-    def glob(self, pattern: str = None):  # noqa: RUF013
-        return self._call("glob", pattern=pattern)
-
-    @_documented
-    def grep(self, pattern: str, path: str = None, glob: str = None, ignore_case: bool = None):  # noqa: RUF013
-        return self._call("grep", pattern=pattern, path=path, glob=glob, ignore_case=ignore_case)
-
-    @_documented
-    def read_file(self, path: str, offset: int = None, limit: int = None):  # noqa: RUF013
-        return self._call("read_file", path=path, offset=offset, limit=limit)
-
-    @_documented
-    def submit(self, summary: str = None):  # noqa: RUF013
-        return self._call("submit", summary=summary)
-
-    @_documented
-    def verify(self):
-        return self._call("verify")
-
-    @_documented
-    def write_file(self, path: str, content: str):
-        return self._call("write_file", path=path, content=content)
-
+from .trl_env import CudaAgentEnv
 
 class AgenticStage:
     @dataclass

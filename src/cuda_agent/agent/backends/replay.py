@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import ModelReply, ReplayExhausted, ToolCall
-from .toolcall_text import new_call_id, parse_arguments, parse_reply
+from . import ModelReply, ReplayExhausted
+from .toolcall_text import make_call, parse_reply
 
 
 @dataclass
@@ -63,10 +63,5 @@ class ReplayBackend:
         self.position += 1
         if isinstance(step, str):
             return parse_reply(step)
-        calls = []
-        for c in step.get("tool_calls") or []:
-            raw = c.get("arguments", {})
-            args, error = parse_arguments(raw)
-            calls.append(ToolCall(c.get("id") or new_call_id(), c.get("name", ""), args,
-                                  raw_arguments=raw if isinstance(raw, str) else json.dumps(raw), error=error))
+        calls = [make_call(c.get("name", ""), c.get("arguments", {}), c.get("id")) for c in step.get("tool_calls") or []]
         return ModelReply(content=step.get("content") or "", tool_calls=calls)

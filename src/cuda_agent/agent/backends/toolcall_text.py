@@ -1,18 +1,16 @@
-"""Tool calls written as text, for servers and chat templates without native tool calling.
+"""The one tool-call parser (:func:`parse_reply`), and tool calls written as text.
 
-The convention we teach (``templates/text_tools.md``) is the Hermes / Qwen2.5 one::
+:func:`parse_reply` reads a reply with the tokenizer's response template where there is one (as
+TRL does), else with our text convention, taught in ``templates/text_tools.md`` (Hermes / Qwen)::
 
     <tool_call>
     {"name": "write_file", "arguments": {"path": "kernels/a.cu", "content": "..."}}
     </tool_call>
 
-The parser also reads ``"parameters"`` for ``"arguments"`` (Llama 3.1 style), arguments given as a
-JSON *string*, a last ``<tool_call>`` left unclosed when generation stopped, and the Qwen3-Coder
-XML form::
-
-    <tool_call><function=bash><parameter=command>ls -l</parameter></function></tool_call>
-
-JSON is read with ``strict=False`` (models often put raw newlines inside strings).
+The text parser also reads ``"parameters"`` for ``"arguments"``, Llama 3.x's bare JSON call,
+arguments given as a JSON *string*, a last ``<tool_call>`` left unclosed, and the Qwen3-Coder XML
+form ``<tool_call><function=bash><parameter=command>ls</parameter></function></tool_call>``. JSON
+is read with ``strict=False`` (models often put raw newlines inside strings).
 """
 
 from __future__ import annotations
@@ -59,6 +57,13 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     return value, None
 
 
+def make_call(name: str, raw: Any, call_id: str | None = None) -> ToolCall:
+    """A ToolCall from a name and its arguments as produced (object or JSON text)."""
+    args, error = parse_arguments(raw)
+    return ToolCall(call_id or new_call_id(), name or "", args,
+                    raw_arguments=raw if isinstance(raw, str) else json.dumps(raw), error=error)
+
+
 def _parse_json_block(body: str) -> ToolCall:
     text = body.strip()
     if text.startswith("```"):
@@ -72,10 +77,7 @@ def _parse_json_block(body: str) -> ToolCall:
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return ToolCall(new_call_id(), "", None, raw_arguments=text,
                         error='a <tool_call> block must hold {"name": "...", "arguments": {...}}')
-    raw = obj.get("arguments", obj.get("parameters", {}))
-    args, error = parse_arguments(raw)
-    return ToolCall(new_call_id(), obj["name"], args,
-                    raw_arguments=raw if isinstance(raw, str) else json.dumps(raw), error=error)
+    return make_call(obj["name"], obj.get("arguments", obj.get("parameters", {})))
 
 
 def _parse_xml_block(body: str) -> ToolCall:
@@ -149,13 +151,8 @@ def parse_reply(text: str, tokenizer: Any = None, ids: list[int] | None = None, 
         except (ValueError, TypeError, KeyError, AttributeError):
             msg = None
         if isinstance(msg, dict):
-            calls = []
-            for c in msg.get("tool_calls") or []:
-                fn = c.get("function") or c
-                raw = fn.get("arguments")
-                args, error = parse_arguments(raw)
-                calls.append(ToolCall(new_call_id(), fn.get("name") or "", args,
-                                      raw_arguments=raw if isinstance(raw, str) else json.dumps(raw), error=error))
+            calls = [make_call((c.get("function") or c).get("name"), (c.get("function") or c).get("arguments"))
+                     for c in msg.get("tool_calls") or []]
             content = (msg.get("content") or "").strip()
             if calls or "<tool_call>" not in content:
                 return ModelReply(content=content, tool_calls=calls, reasoning=msg.get("reasoning_content") or None)

@@ -14,15 +14,13 @@ results, reward); this file only does what token-level PPO needs:
   own, so blocking tools never hold the event loop and never take the default executor's threads.
 
 ``generate(prompt_ids, sampling_params) -> Generated`` is any async token generator: verl's
-``AsyncLLMServerManager`` in the cluster, :class:`OpenAICompletions` against a local server.
+``AsyncLLMServerManager`` in the cluster, a ``/v1/completions`` server in the tests.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-import urllib.request
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -139,37 +137,3 @@ async def run_episode(generate: Generate, tokenizer, episode: Episode, sampling_
     out.ended_by, out.reward = out.record["ended_by"], out.record["reward"]
     out.metrics = {"generate_s": t_gen, "step_s": t_step, "verified": float(bool(episode.verdicts))}
     return out
-
-
-@dataclass
-class OpenAICompletions:
-    """``generate`` over an OpenAI-compatible ``/v1/completions`` endpoint that takes token-id
-    prompts (vLLM, SGLang): for standalone rollouts and the tests' local server."""
-
-    url: str
-    model: str
-    tokenizer: Any
-    max_tokens: int = 4096
-    timeout_s: float = 600.0
-
-    async def __call__(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> Generated:
-        body = {"model": self.model, "prompt": prompt_ids, "logprobs": 0,
-                "max_tokens": int(sampling_params.get("max_tokens", self.max_tokens)),
-                "temperature": float(sampling_params.get("temperature", 1.0)),
-                "top_p": float(sampling_params.get("top_p", 1.0)), "skip_special_tokens": False}
-        loop = asyncio.get_running_loop()
-        data = await loop.run_in_executor(TOOL_THREADS, self._post, body)
-        choice = data["choices"][0]
-        logprobs = (choice.get("logprobs") or {}).get("token_logprobs")
-        if choice.get("token_ids"):
-            return Generated(list(choice["token_ids"]), logprobs)
-        ids = self.tokenizer.encode(choice.get("text") or "", add_special_tokens=False)
-        if choice.get("finish_reason") == "stop" and self.tokenizer.eos_token_id is not None:
-            ids.append(self.tokenizer.eos_token_id)
-        return Generated(ids, logprobs + [0.0] * (len(ids) - len(logprobs)) if logprobs else None)
-
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        req = urllib.request.Request(self.url.rstrip("/") + "/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"}, method="POST")
-        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-            return json.loads(resp.read())
