@@ -2,13 +2,13 @@
 
     episode = Episode(env, config)                 messages = [system, task]
     while True:
-        view = episode.prompt()                    check the budget -> LimitsExceeded; fit the context
+        view = episode.prompt()                    a turn starts: budget left? (else: ends); fit the context
         reply = model.query(view, episode.schemas) (the driver's part)
-        episode.step(reply)                        run the calls, append the results (submit -> Submitted,
-                                                   target met -> TargetReached); no or bad call -> a message
+        episode.step(reply)                        run the calls, append the results (submit, target met: ends);
+                                                   no or bad call -> a message, and it counts toward the error cap
 
 :class:`Episode` is the one engine: ``optimize``, ``bench --agent`` and the training evaluations
-drive it through :func:`run_episode`; TRL's environment (``train/agentic.py``) one tool call at a
+drive it through :func:`run_episode`; TRL's environment (``train/trl_env.py``) one tool call at a
 time through :meth:`Episode.call`; verl's agent loop (``train/cluster/episode.py``) with token ids
 in and out. Drivers differ only in how the model is called and in the Environment's ``verifier``
 (local sandbox or the evaluation service). The prompts, the tools, the rules (repeat refusal,
@@ -53,8 +53,8 @@ class Episode:
     """One episode's conversation, rules, records and reward, whoever calls the model."""
 
     def __init__(self, env: Environment, config: AgentConfig, model_name: str = "?", progress: Progress | None = None,
-                 trajectories: str | Path | None = None, meta: dict[str, Any] | None = None):
-        self.env, self.config, self.model_name = env, config, model_name
+                 trajectories: str | Path | None = None, meta: dict[str, Any] | None = None, save_turns: bool = True):
+        self.env, self.config, self.model_name, self.save_turns = env, config, model_name, save_turns
         self.progress = progress or Progress()
         self.trajectories = Path(trajectories) if trajectories else None
         self.meta = meta or {}
@@ -235,7 +235,9 @@ class Episode:
         }
 
     def save(self) -> None:
-        write_json_atomic(self.env.run_dir / "episode.json", self.record("running", ""))
+        """Rewrite ``episode.json`` (after every turn unless ``save_turns`` is off: training rollouts)."""
+        if self.save_turns:
+            write_json_atomic(self.env.run_dir / "episode.json", self.record("running", ""))
 
     def finish(self, end: EpisodeEnd) -> dict[str, Any]:
         self.ended = end

@@ -81,7 +81,7 @@ def start_episode(task: Task, cfg: SessionConfig | None = None, evaluator: Evalu
     config = agent_config(cfg)
     env = Environment(task, run_dir, config, verifier=evaluator_verifier(evaluator or LocalEvaluator(),
                                                                          cfg.reward_kind))
-    return Episode(env, config, model_name)
+    return Episode(env, config, model_name, save_turns=False)  # thousands per step: no per-turn episode.json
 
 
 def close_episode(episode, cfg: SessionConfig) -> None:

@@ -148,7 +148,7 @@ def parse_reply(text: str, tokenizer: Any = None, ids: list[int] | None = None, 
         try:
             msg = tokenizer.parse_response(ids if ids is not None else text, prefix=prefix if prefix is not None else "",
                                            tools=tools)
-        except (ValueError, TypeError, KeyError, AttributeError):
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):  # unreadable output: our parser says why
             msg = None
         if isinstance(msg, dict):
             calls = [make_call((c.get("function") or c).get("name"), (c.get("function") or c).get("arguments"))
