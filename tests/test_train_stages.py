@@ -128,13 +128,11 @@ def test_agentic_grpo_with_our_tools(workdir):
 
 
 def test_agentic_environment_runs_real_tools(workdir, cache_dir):
-    """The TRL environment class: tool methods from the agent's schemas, real tools and sandbox."""
-    from transformers.utils import get_json_schema
-
+    """TRL's environment class: one method per training tool, each a call into the agent's Episode."""
     from cuda_agent.sandbox import SandboxConfig
     from cuda_agent.tasks import load_task
-    from cuda_agent.train.agent_env import AgentSession, SessionConfig, tool_schemas
-    from cuda_agent.train.agentic import environment_class
+    from cuda_agent.train.agent_env import SessionConfig, call_log, start_episode
+    from cuda_agent.train.trl_env import CudaAgentEnv
     from cuda_agent.train.evaluator import LocalEvaluator
     from cuda_agent.train.solution_io import read_files
 
@@ -142,22 +140,21 @@ def test_agentic_environment_runs_real_tools(workdir, cache_dir):
 
     task = load_task(SWISH_TASK, name="swish")
     cfg = SessionConfig(run_root=str(workdir / "env"))
-    schemas = tool_schemas(cfg)
-    env_cls = environment_class(schemas, lambda row: AgentSession(task, cfg, LocalEvaluator(SandboxConfig(cache_dir=cache_dir))))
-    by_name = {s["function"]["name"]: s for s in schemas}
-    generated = get_json_schema(env_cls.write_file)["function"]["parameters"]
-    assert generated["required"] == by_name["write_file"]["function"]["parameters"]["required"]
-    env = env_cls()
+    env = CudaAgentEnv(lambda row: start_episode(task, cfg, LocalEvaluator(SandboxConfig(cache_dir=cache_dir))))
     env.reset(prompt=[], task_name="swish")
     cheat = read_files(SOLUTIONS / "cheat_torch_fallback")["model_new.py"]
     assert "model_new.py" in env.write_file(path="model_new.py", content=cheat)
     out = env.verify()
     assert '"verdict": "rejected"' in out and "torch_compute" in out, out
+    for _ in range(3):
+        env.verify()  # the engine's rule: the 4th identical call on an unchanged workspace is refused
+    assert env.episode.messages[-1]["content"].startswith("refused: you made this exact call 3 times")
     env.submit(summary="x")
     assert "episode is over" in env.read_file(path="model.py")
     assert env.get_reward() == -1.0
-    assert [c["tool"] for c in env.session.calls] == ["write_file", "verify", "submit", "read_file"]
-    assert env.session.calls[1]["reply"] == out[:300]
+    log = call_log(env.episode)
+    assert [c["tool"] for c in log] == ["write_file", "verify", "verify", "verify", "verify", "submit"]
+    assert log[1]["reply"] == out[:300]
 
 
 def test_trl_renders_our_tools_exactly_as_the_agent_presents_them():
@@ -167,17 +164,14 @@ def test_trl_renders_our_tools_exactly_as_the_agent_presents_them():
     agentic stage (a memorizing tiny model then makes no tool call at all)."""
     import inspect
 
-    pytest.importorskip("transformers")
     from transformers.utils import get_json_schema
 
     from cuda_agent.train.agent_env import SessionConfig, tool_schemas
-    from cuda_agent.train.agentic import environment_class
+    from cuda_agent.train.trl_env import CudaAgentEnv
 
-    schemas = tool_schemas(SessionConfig())
-    env_cls = environment_class(schemas, lambda row: None)
-    methods = [getattr(env_cls(), n) for n, _ in inspect.getmembers(env_cls, predicate=inspect.isfunction)
+    methods = [getattr(CudaAgentEnv(), n) for n, _ in inspect.getmembers(CudaAgentEnv, predicate=inspect.isfunction)
                if n not in ("reset", "get_reward") and not n.startswith("_")]
-    assert [get_json_schema(m) for m in methods] == schemas
+    assert [get_json_schema(m) for m in methods] == tool_schemas(SessionConfig())
 
 
 def test_recorded_compile_reads_the_build_cache(workdir):

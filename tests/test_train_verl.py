@@ -5,6 +5,8 @@ the reward function and the parquet rows. What needs verl/Ray/vLLM is listed in 
 import asyncio
 import json
 import threading
+import urllib.request
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -128,11 +130,47 @@ class _ScriptedCompletions:
         self.server.server_close()
 
 
+@dataclass
+class OpenAICompletions:
+    """``generate`` for the token-level driver over an OpenAI-compatible ``/v1/completions``
+    endpoint that takes token-id prompts (vLLM, SGLang; here the scripted server)."""
+
+    url: str
+    model: str
+    tokenizer: object
+    max_tokens: int = 4096
+    timeout_s: float = 600.0
+
+    async def __call__(self, prompt_ids, sampling_params):
+        from cuda_agent.train.cluster.episode import Generated
+
+        body = {"model": self.model, "prompt": prompt_ids, "logprobs": 0,
+                "max_tokens": int(sampling_params.get("max_tokens", self.max_tokens)),
+                "temperature": float(sampling_params.get("temperature", 1.0)),
+                "top_p": float(sampling_params.get("top_p", 1.0)), "skip_special_tokens": False}
+        loop = asyncio.get_running_loop()
+        data = await loop.run_in_executor(None, self._post, body)
+        choice = data["choices"][0]
+        logprobs = (choice.get("logprobs") or {}).get("token_logprobs")
+        if choice.get("token_ids"):
+            return Generated(list(choice["token_ids"]), logprobs)
+        ids = self.tokenizer.encode(choice.get("text") or "", add_special_tokens=False)
+        if choice.get("finish_reason") == "stop" and self.tokenizer.eos_token_id is not None:
+            ids.append(self.tokenizer.eos_token_id)
+        return Generated(ids, logprobs + [0.0] * (len(ids) - len(logprobs)) if logprobs else None)
+
+    def _post(self, body):
+        req = urllib.request.Request(self.url.rstrip("/") + "/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+            return json.loads(resp.read())
+
+
 def test_episode_against_local_openai_server(tmp_path, cache_dir):
     pytest.importorskip("trl")  # the tiny tokenizer uses TRL's Qwen2.5 chat template
     from cuda_agent.sandbox import SandboxConfig
-    from cuda_agent.train.agent_env import AgentSession, SessionConfig, initial_messages
-    from cuda_agent.train.cluster.episode import EpisodeLimits, OpenAICompletions, run_episode
+    from cuda_agent.train.agent_env import SessionConfig, close_episode, start_episode
+    from cuda_agent.train.cluster.episode import run_episode
     from cuda_agent.train.evaluator import LocalEvaluator
     from cuda_agent.train.tiny import make_tokenizer
 
@@ -144,17 +182,17 @@ def test_episode_against_local_openai_server(tmp_path, cache_dir):
     server = _ScriptedCompletions(replies)
     tok = make_tokenizer([cheat, SWISH.source] + replies, 800)
     cfg = SessionConfig(max_turns=10, run_root=str(tmp_path))
-    session = AgentSession(SWISH, cfg, LocalEvaluator(SandboxConfig(cache_dir=cache_dir)))
+    episode = start_episode(SWISH, cfg, LocalEvaluator(SandboxConfig(cache_dir=cache_dir)))
     gen = OpenAICompletions(server.url, "scripted", tok)
     try:
-        ep = asyncio.run(run_episode(gen, tok, session, initial_messages(SWISH, cfg), {"temperature": 1.0},
-                                     EpisodeLimits(max_turns=10)))
+        ep = asyncio.run(run_episode(gen, tok, episode, {"temperature": 1.0}, response_length=100_000))
     finally:
         server.close()
-        session.close()
-    assert ep.ended_by == "submit" and ep.num_turns == 4 and ep.submitted
-    assert ep.reward == -1.0 and ep.verdict["verdict"] == "rejected"  # verified on submit: torch.sigmoid in forward
+        close_episode(episode, cfg)
+    assert ep.ended_by == "submitted" and ep.num_turns == 4 and ep.submitted
+    assert ep.reward == -1.0 and ep.record["verdicts"][-1]["verdict"]["verdict"] == "rejected"  # verified on submit
     assert len(ep.response_ids) == len(ep.response_mask)
+    assert ep.response_logprobs is None  # the scripted server sends none
     # on-policy: every request's prompt is exactly the previous prompt + generated + observation tokens
     for k, prompt in enumerate(server.prompts):
         assert prompt == (ep.prompt_ids + ep.response_ids)[:len(prompt)]
@@ -163,5 +201,5 @@ def test_episode_against_local_openai_server(tmp_path, cache_dir):
     assert "write_file" in actor and "submit" in actor and "<tool_response>" not in actor
     assert "created model_new.py" in obs or "model_new.py" in obs
     assert "No tool call found" in obs and "unknown tool" in obs
-    roles = [m["role"] for m in ep.messages]
+    roles = [m["role"] for m in ep.record["messages"]]
     assert roles[:3] == ["system", "user", "assistant"] and roles[-1] == "tool"

@@ -10,7 +10,7 @@ what the agent's ``bash`` runs (it runs as you; use a container for untrusted mo
 training (``train/``). Verification and profiling always go through the sandbox, from this
 process, on a snapshot of the solution files.
 
-Entry points: :func:`run_episode`, :class:`Agent`, :class:`Environment`, :class:`AgentConfig`,
+Entry points: :func:`run_episode`, :class:`Episode` (the one episode engine every driver uses), :class:`Environment`, :class:`AgentConfig`,
 :func:`make_backend`, :func:`initial_messages`, :func:`solve` (the solver ``cuda-agent bench --agent``
 calls); records: the trajectory dict (docs/agent.md).
 """
@@ -19,10 +19,10 @@ from .backends import BACKENDS, BackendError, ModelReply, ToolCall, make_backend
 from .config import AgentConfig, ContextConfig, ToolLimits
 from .environment import Environment
 from .command import solve
-from .loop import Agent, EpisodeEnd, initial_messages, run_episode
+from .loop import Episode, EpisodeEnd, drive, initial_messages, run_episode
 from .tools import TOOLS
 from .trajectory import FORMAT_VERSION, load_jsonl, to_trl, to_trl_dataset, write_trl_jsonl
 
 __all__ = ["BACKENDS", "BackendError", "ModelReply", "ToolCall", "make_backend", "AgentConfig", "ContextConfig",
-           "ToolLimits", "Environment", "Agent", "EpisodeEnd", "run_episode", "initial_messages", "solve", "TOOLS", "FORMAT_VERSION",
+           "ToolLimits", "Environment", "Episode", "EpisodeEnd", "drive", "run_episode", "initial_messages", "solve", "TOOLS", "FORMAT_VERSION",
            "load_jsonl", "to_trl", "to_trl_dataset", "write_trl_jsonl"]

@@ -66,6 +66,8 @@ class AgentConfig:
     refused with a message instead of run."""
     max_consecutive_errors: int = 25
     """End the episode after this many turns in a row that produced no runnable tool call."""
+    reward_kind: str = "paper"
+    """The episode's reward: ``sandbox.REWARDS[reward_kind]`` of the best verified solution (-1 without one)."""
     tools: tuple[str, ...] = ("bash", "read_file", "write_file", "edit_file", "glob", "grep", "compile",
                               "verify", "profile", "submit")
     """Tool names from ``cuda_agent.agent.tools.TOOLS``, in the order the model sees them."""

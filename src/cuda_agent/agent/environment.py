@@ -1,7 +1,8 @@
 """The Environment: one task's workspace, its tools, and the best verified solution so far.
 
 ``execute(name, arguments)`` validates and runs one tool call and returns a ToolResult; it never
-raises for anything the model did. The environment also keeps score: every verdict is recorded,
+raises for anything the model did. ``verify`` judges through :meth:`Environment.evaluate`: the
+sandbox in this process, or the ``verifier`` a driver passes (training: the evaluation service). The environment also keeps score: every verdict is recorded,
 and a correct one faster than the best so far is copied to ``<run_dir>/best/``.
 """
 
@@ -9,11 +10,12 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..sandbox import Solution
+from ..sandbox import REWARDS, Solution, Verdict, evaluate
 from ..tasks import Task
 from .config import AgentConfig
 from .tools import Tool, ToolResult, load_tool, validate_args
@@ -30,7 +32,9 @@ class Best:
 
     @property
     def score(self) -> float:
-        return speed_score(self.verdict)
+        """The sandbox's ``speedup`` reward: -1 unless correct, else the speedup over torch.compile
+        (over eager when the compile baseline is missing)."""
+        return REWARDS["speedup"](Verdict.from_dict(self.verdict))
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "fingerprint": self.fingerprint, "files": self.files, "turn": self.turn,
@@ -38,20 +42,14 @@ class Best:
                 "speedup_vs_compile": self.verdict.get("speedup_vs_compile"), "reward": self.verdict.get("reward")}
 
 
-def speed_score(v: dict[str, Any]) -> float:
-    """How good a verdict is: -1 unless correct, else its speedup over torch.compile (over eager
-    when the compile baseline is missing)."""
-    if v.get("verdict") != "correct":
-        return -1.0
-    s = v.get("speedup_vs_compile") if v.get("speedup_vs_compile") is not None else v.get("speedup_vs_eager")
-    return float(s) if s is not None else 0.0
-
-
 @dataclass
 class Environment:
     task: Task
     run_dir: Path
     config: AgentConfig
+    verifier: Callable[[Task, Solution], Verdict] | None = None
+    """Who judges a candidate for ``verify``: None is the sandbox in this process (``optimize``,
+    ``bench --agent``); training passes the evaluation service (``train/agent_env.py``)."""
     workspace: Workspace = field(init=False)
     tools: dict[str, Tool] = field(init=False)
     best: Best | None = field(default=None, init=False)
@@ -83,6 +81,12 @@ class Environment:
         return tool.run(args, self)
 
     # ------------------------------------------------------------------ sandbox plumbing
+    def evaluate(self, solution: Solution) -> Verdict:
+        """The verdict on a candidate snapshot, from the verifier or the in-process sandbox."""
+        if self.verifier is not None:
+            return self.verifier(self.task, solution)
+        return evaluate(self.task, solution, self.config.sandbox)
+
     def prepare_candidate(self) -> tuple[Solution, str, dict[str, bytes], list[str]]:
         """Restore read-only files, snapshot the solution; returns (solution, fingerprint, files, notes)."""
         restored = self.workspace.restore_read_only()
@@ -94,7 +98,7 @@ class Environment:
     def record_verdict(self, v: dict[str, Any], fingerprint: str, files: dict[str, bytes], path: Path) -> str:
         """Remember a verdict; keep the solution if it is the best so far. Returns a line for the agent."""
         self.verified[fingerprint] = v.get("verdict", "")
-        if speed_score(v) > (self.best.score if self.best else -1.0):
+        if REWARDS["speedup"](Verdict.from_dict(v)) > (self.best.score if self.best else -1.0):
             self.best = Best(v, fingerprint, {k: b.decode(errors="replace") for k, b in files.items()}, self.turn,
                              self.best_dir)
             tmp = self.best_dir.with_name("best.tmp")
@@ -131,4 +135,4 @@ def _x(s: float | None) -> str:
     return "-" if s is None else f"{s:.2f}x"
 
 
-__all__ = ["Environment", "Best", "speed_score"]
+__all__ = ["Environment", "Best"]

@@ -1,42 +1,30 @@
-"""One training episode on the agent's tools, with verification routed to an Evaluator.
+"""Training episodes: the agent's own :class:`~cuda_agent.agent.Episode`, verified through an Evaluator.
 
-The agent package (:mod:`cuda_agent.agent`) owns the workspace and the tools; its ``verify``
-runs the sandbox in the calling process. During training that process sits on a training or
-generation GPU, so :class:`AgentSession` runs ``verify`` (and the verification ``submit``
-does on unverified changes) through an :class:`~cuda_agent.train.evaluator.Evaluator`: the
-evaluation service on a cluster, the in-process sandbox on one node. Every other tool runs
-unchanged through ``Environment.execute``. ``profile`` needs a GPU too and is left out of the
-training tool set by default (:data:`TRAINING_TOOLS`).
+Nothing here re-implements the loop. A training episode differs from ``cuda-agent optimize`` in
+its settings (:class:`SessionConfig`: the training tool set, no early stop at 1.05, the reward
+kind) and in who judges ``verify``: the :class:`~cuda_agent.train.evaluator.Evaluator` (the
+evaluation service on a cluster, the in-process sandbox on one node), passed to the agent's
+Environment as its ``verifier``. ``profile`` needs a GPU and is left out of the training tools.
 
-Both agentic trainers use it: TRL's ``environment_factory`` (:mod:`.agentic`) and the verl
-agent loop (:mod:`.cluster.agent_loop`). The reward is the outcome reward of the best verified
-solution (the agent's result), -1 when there is none; None (the episode is left out of the batch)
-when there is none and the last verification was a ``harness_error``, which says nothing about the
-policy's kernel.
+Drivers: TRL's environment (:mod:`.agentic`, one tool call at a time), verl's agent loop
+(:mod:`.cluster.episode`, token ids in and out) and the policy evaluations (:mod:`.demo`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..sandbox import Verdict
-from ..sandbox.reward import REWARDS
-from ..sandbox.verdict import HARNESS_ERROR
 from ..tasks import Task
 from .evaluator import Evaluator, LocalEvaluator
+from .solution_io import read_files
 
 TRAINING_TOOLS = ("bash", "compile", "edit_file", "glob", "grep", "read_file", "submit", "verify", "write_file")
 """In name order: TRL lists an environment's tool methods by name, so the prompts of recorded
 trajectories (RFT data) and of TRL's agentic rollouts show the tools in the same order."""
-OVER = "The episode is over (you submitted); no further tool calls are run."
-
-
 REPLY_LOG_CHARS = 300
 
 
@@ -58,20 +46,15 @@ class SessionConfig:
 def agent_config(cfg: SessionConfig):
     from ..agent import AgentConfig
 
-    return AgentConfig(max_turns=cfg.max_turns, target_speedup=cfg.target_speedup, verify_on_submit=False,
-                       tools=tuple(cfg.tools))
+    return AgentConfig(max_turns=cfg.max_turns, target_speedup=cfg.target_speedup, tools=tuple(cfg.tools),
+                       reward_kind=cfg.reward_kind)
 
 
-def initial_messages(task: Task, cfg: SessionConfig) -> list[dict[str, str]]:
-    """The agent's own system and task prompts (``agent/templates``), rendered as its loop does."""
-    from ..agent import Agent
+def initial_messages(task: Task, cfg: SessionConfig) -> list[dict[str, Any]]:
+    """The agent's system and task messages for these settings."""
+    from ..agent import initial_messages
 
-    probe = Agent.__new__(Agent)  # task_message() reads only env.task and config
-    probe.env = type("_Env", (), {"task": task})()
-    probe.config = agent_config(cfg)
-    from ..agent.templating import render
-
-    return [{"role": "system", "content": render("system.md")}, {"role": "user", "content": probe.task_message()}]
+    return initial_messages(task, agent_config(cfg))
 
 
 def tool_schemas(cfg: SessionConfig) -> list[dict[str, Any]]:
@@ -80,74 +63,33 @@ def tool_schemas(cfg: SessionConfig) -> list[dict[str, Any]]:
     return [load_tool(name).schema() for name in cfg.tools]
 
 
-@dataclass
-class AgentSession:
-    task: Task
-    config: SessionConfig = field(default_factory=SessionConfig)
-    evaluator: Evaluator = field(default_factory=LocalEvaluator)
-    submitted: bool = field(default=False, init=False)
-    verdicts: list[dict[str, Any]] = field(default_factory=list, init=False)
-    calls: list[dict[str, Any]] = field(default_factory=list, init=False)
-    """One entry per tool call: the tool's name and the start of its reply (for rollout logs)."""
-
-    def __post_init__(self) -> None:
-        from ..agent import Environment
-
-        root = Path(self.config.run_root) if self.config.run_root else None
-        if root is not None:
-            root.mkdir(parents=True, exist_ok=True)
-        self.run_dir = Path(tempfile.mkdtemp(prefix=f"{self.task.name}_", dir=root))
-        self.env = Environment(self.task, self.run_dir, agent_config(self.config))
-
-    # ------------------------------------------------------------------ tools
-    def schemas(self) -> list[dict[str, Any]]:
-        return self.env.schemas()
-
-    def execute(self, name: str, arguments: Any) -> str:
-        """Run one tool call; returns the text the model sees."""
-        reply = self._execute(name, arguments)
-        self.calls.append({"tool": name, "reply": reply[:REPLY_LOG_CHARS]})
-        return reply
-
-    def _execute(self, name: str, arguments: Any) -> str:
-        if self.submitted:
-            return OVER
-        self.env.turn += 1
-        if name == "verify":
-            return self._verify()
-        if name == "submit" and name in self.env.tools:
-            pre = self._verify() + "\n" if self.env.unverified_changes() else ""
-            self.submitted = True
-            return f"{pre}submitted. {self.env.best_summary()}"
-        return self.env.execute(name, arguments).output
-
-    def _verify(self) -> str:
-        from ..agent.tools.kernel import trim_verdict
-
-        solution, fp, files, notes = self.env.prepare_candidate()
-        text_files = {k: b.decode(errors="replace") for k, b in files.items()}
-        result = self.evaluator.evaluate(self.task, text_files, self.config.reward_kind)
-        v = result.verdict.to_dict()
-        self.verdicts.append(v)
-        note = self.env.record_verdict(v, fp, files, solution.path)
-        return "\n".join([*notes, json.dumps(trim_verdict(v), indent=1), note])
-
-    # ------------------------------------------------------------------ outcome
-    def best_verdict(self) -> dict[str, Any] | None:
-        return self.env.best.verdict if self.env.best else None
-
-    def reward(self) -> float | None:
-        v = self.best_verdict()
-        if v is None:
-            last = self.verdicts[-1] if self.verdicts else None
-            return None if last is not None and last.get("verdict") == HARNESS_ERROR else -1.0
-        r = REWARDS[self.config.reward_kind](Verdict.from_dict(v))
-        return None if r is None else float(r)
-
-    def close(self) -> None:
-        if not self.config.keep_workspaces:
-            shutil.rmtree(self.run_dir, ignore_errors=True)
+def evaluator_verifier(evaluator: Evaluator, reward_kind: str = "paper"):
+    """``verify`` through ``evaluator``: the candidate snapshot's files go to it, its Verdict comes back."""
+    return lambda task, solution: evaluator.evaluate(task, read_files(solution.path), reward_kind).verdict
 
 
-def replace(cfg: SessionConfig, **kw) -> SessionConfig:
-    return dataclasses.replace(cfg, **kw)
+def start_episode(task: Task, cfg: SessionConfig | None = None, evaluator: Evaluator | None = None,
+                  model_name: str = "policy"):
+    """A fresh workspace under ``cfg.run_root`` and the agent's Episode on it."""
+    from ..agent import Environment, Episode
+
+    cfg = cfg or SessionConfig()
+    root = Path(cfg.run_root) if cfg.run_root else None
+    if root is not None:
+        root.mkdir(parents=True, exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix=f"{task.name}_", dir=root))
+    config = agent_config(cfg)
+    env = Environment(task, run_dir, config, verifier=evaluator_verifier(evaluator or LocalEvaluator(),
+                                                                         cfg.reward_kind))
+    return Episode(env, config, model_name, save_turns=False)  # thousands per step: no per-turn episode.json
+
+
+def close_episode(episode, cfg: SessionConfig) -> None:
+    if not cfg.keep_workspaces:
+        shutil.rmtree(episode.env.run_dir, ignore_errors=True)
+
+
+def call_log(episode) -> list[dict[str, str]]:
+    """Each tool call of an episode with the start of its result (for rollout logs)."""
+    return [{"tool": m.get("name", ""), "reply": (m.get("content") or "")[:REPLY_LOG_CHARS]}
+            for m in episode.messages if m.get("role") == "tool"]

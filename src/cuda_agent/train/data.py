@@ -8,7 +8,7 @@ Rows are plain dicts (a ``datasets.Dataset`` is built from them only inside a st
   masked to assistant turns, so tool output is never a target);
 * value row: ``{"messages": [...], "tools": [...], "value_target": r}``: every actor token of
   the conversation is a state whose target is the episode's outcome reward (the return at
-  gamma = 1 with a sparse final reward; see :func:`cuda_agent.train.rlmath.gae`).
+  gamma = 1 with a sparse final reward, as verl's GAE computes it).
 """
 
 from __future__ import annotations

@@ -98,10 +98,8 @@ def record_episodes(pairs: Iterable[tuple[Task, Path]], trajectories: str | Path
 
 
 def _episode_config(session: SessionConfig):
-    """The agent's config for recorded and evaluated episodes: submit verifies unverified changes,
-    spare sandbox workers."""
+    """The agent's config for recorded and evaluated episodes, with spare sandbox workers."""
     cfg = agent_config(session)
-    cfg.verify_on_submit = True
     cfg.sandbox.spare_workers = SPARE_WORKERS
     return cfg
 

@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import BackendError, ModelReply, ToolCall
-from .toolcall_text import new_call_id, parse_arguments, parse_tool_calls, to_text_messages
+from . import BackendError, ModelReply
+from .toolcall_text import make_call, parse_reply, to_text_messages
 
 
 class ToolsUnsupported(Exception):
@@ -139,21 +139,16 @@ class OpenAIBackend:
         content = msg.get("content") or ""
         if isinstance(content, list):  # content parts
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        calls: list[ToolCall] = []
-        for tc in msg.get("tool_calls") or []:
-            fn = tc.get("function") or {}
-            raw = fn.get("arguments")
-            args, error = parse_arguments(raw)
-            calls.append(ToolCall(tc.get("id") or new_call_id(), fn.get("name") or "", args,
-                                  raw_arguments=raw if isinstance(raw, str) else json.dumps(raw), error=error))
-        errors: list[str] = []
-        if not calls and ("<tool_call>" in content or "<function=" in content):
-            content, calls, errors = parse_tool_calls(content)
+        calls = [make_call((tc.get("function") or {}).get("name"), (tc.get("function") or {}).get("arguments"),
+                           tc.get("id")) for tc in msg.get("tool_calls") or []]
+        reply = ModelReply(content=content, tool_calls=calls)
+        if not calls:  # no server-side parser (or it missed): the same text parser as every other path
+            reply = parse_reply(content)
         usage = data.get("usage") or {}
-        return ModelReply(content=content, tool_calls=calls, parse_errors=errors,
-                          prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
-                          finish_reason=choice.get("finish_reason"),
-                          reasoning=msg.get("reasoning_content") or msg.get("reasoning"))
+        reply.prompt_tokens, reply.completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        reply.finish_reason = choice.get("finish_reason")
+        reply.reasoning = msg.get("reasoning_content") or msg.get("reasoning") or reply.reasoning
+        return reply
 
     def close(self) -> None:
         self.client.close()

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import ModelReply, ReplayExhausted, ToolCall
-from .toolcall_text import new_call_id, parse_arguments, parse_tool_calls
+from . import ModelReply, ReplayExhausted
+from .toolcall_text import make_call, parse_reply
 
 
 @dataclass
@@ -62,12 +62,6 @@ class ReplayBackend:
         step = self.steps[self.position]
         self.position += 1
         if isinstance(step, str):
-            content, calls, errors = parse_tool_calls(step)
-            return ModelReply(content=content, tool_calls=calls, parse_errors=errors)
-        calls = []
-        for c in step.get("tool_calls") or []:
-            raw = c.get("arguments", {})
-            args, error = parse_arguments(raw)
-            calls.append(ToolCall(c.get("id") or new_call_id(), c.get("name", ""), args,
-                                  raw_arguments=raw if isinstance(raw, str) else json.dumps(raw), error=error))
+            return parse_reply(step)
+        calls = [make_call(c.get("name", ""), c.get("arguments", {}), c.get("id")) for c in step.get("tool_calls") or []]
         return ModelReply(content=step.get("content") or "", tool_calls=calls)

@@ -1,18 +1,16 @@
-"""Tool calls written as text, for servers and chat templates without native tool calling.
+"""The one tool-call parser (:func:`parse_reply`), and tool calls written as text.
 
-The convention we teach (``templates/text_tools.md``) is the Hermes / Qwen2.5 one::
+:func:`parse_reply` reads a reply with the tokenizer's response template where there is one (as
+TRL does), else with our text convention, taught in ``templates/text_tools.md`` (Hermes / Qwen)::
 
     <tool_call>
     {"name": "write_file", "arguments": {"path": "kernels/a.cu", "content": "..."}}
     </tool_call>
 
-The parser also reads ``"parameters"`` for ``"arguments"`` (Llama 3.1 style), arguments given as a
-JSON *string*, a last ``<tool_call>`` left unclosed when generation stopped, and the Qwen3-Coder
-XML form::
-
-    <tool_call><function=bash><parameter=command>ls -l</parameter></function></tool_call>
-
-JSON is read with ``strict=False`` (models often put raw newlines inside strings).
+The text parser also reads ``"parameters"`` for ``"arguments"``, Llama 3.x's bare JSON call,
+arguments given as a JSON *string*, a last ``<tool_call>`` left unclosed, and the Qwen3-Coder XML
+form ``<tool_call><function=bash><parameter=command>ls</parameter></function></tool_call>``. JSON
+is read with ``strict=False`` (models often put raw newlines inside strings).
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ import re
 import secrets
 from typing import Any
 
-from . import ToolCall
+from . import ModelReply, ToolCall
 
 BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
 XML_FUNC = re.compile(r"<function=([^>\s]+)>(.*?)(?:</function>|\Z)", re.S)
@@ -59,6 +57,13 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     return value, None
 
 
+def make_call(name: str, raw: Any, call_id: str | None = None) -> ToolCall:
+    """A ToolCall from a name and its arguments as produced (object or JSON text)."""
+    args, error = parse_arguments(raw)
+    return ToolCall(call_id or new_call_id(), name or "", args,
+                    raw_arguments=raw if isinstance(raw, str) else json.dumps(raw), error=error)
+
+
 def _parse_json_block(body: str) -> ToolCall:
     text = body.strip()
     if text.startswith("```"):
@@ -72,10 +77,7 @@ def _parse_json_block(body: str) -> ToolCall:
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return ToolCall(new_call_id(), "", None, raw_arguments=text,
                         error='a <tool_call> block must hold {"name": "...", "arguments": {...}}')
-    raw = obj.get("arguments", obj.get("parameters", {}))
-    args, error = parse_arguments(raw)
-    return ToolCall(new_call_id(), obj["name"], args,
-                    raw_arguments=raw if isinstance(raw, str) else json.dumps(raw), error=error)
+    return make_call(obj["name"], obj.get("arguments", obj.get("parameters", {})))
 
 
 def _parse_xml_block(body: str) -> ToolCall:
@@ -93,6 +95,9 @@ def _parse_xml_block(body: str) -> ToolCall:
 
 def parse_tool_calls(text: str) -> tuple[str, list[ToolCall], list[str]]:
     """(text without the tool-call blocks, parsed calls, error messages for calls that failed)."""
+    bare = _bare_json_call(text or "")
+    if bare is not None:  # Llama 3.x: the whole reply is one {"name": ..., "parameters": {...}}
+        return "", [bare], []
     calls: list[ToolCall] = []
     errors: list[str] = []
     for m in BLOCK.finditer(text or ""):
@@ -111,6 +116,68 @@ def parse_tool_calls(text: str) -> tuple[str, list[ToolCall], list[str]]:
     if calls:
         rest = XML_FUNC.sub("", rest)
     return rest.strip(), calls, errors
+
+
+def _bare_json_call(text: str) -> ToolCall | None:
+    body = text.strip().removeprefix("<|python_tag|>").strip()
+    if not (body.startswith("{") and body.endswith("}") and '"name"' in body):
+        return None
+    try:
+        obj = _loads(body)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not ({"arguments", "parameters"} & set(obj)):
+        return None
+    return _parse_json_block(body)
+
+
+THINK = re.compile(r"^\s*(?:<think>)?(.*?)</think>\s*", re.S)
+
+
+def parse_reply(text: str, tokenizer: Any = None, ids: list[int] | None = None, prefix: Any = None,
+                tools: list[dict[str, Any]] | None = None) -> ModelReply:
+    """The one tool-call parser: a reply's text (and token ids) -> content, reasoning and calls.
+
+    Where the tokenizer has a response template (the model's own, or the one TRL sets for known
+    chat templates: :func:`add_response_template`), transformers' ``parse_response`` reads it,
+    exactly as TRL's rollouts do; ``prefix`` is the prompt (text or ids) it continues. Otherwise,
+    or when that parse fails, our text convention: ``<tool_call>`` JSON blocks, the Qwen3-Coder
+    XML form, Llama 3.x's bare ``{"name", "parameters"}``, and a ``<think>`` block as reasoning.
+    """
+    if tokenizer is not None and getattr(tokenizer, "response_template", None) is not None:
+        try:
+            msg = tokenizer.parse_response(ids if ids is not None else text, prefix=prefix if prefix is not None else "",
+                                           tools=tools)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):  # unreadable output: our parser says why
+            msg = None
+        if isinstance(msg, dict):
+            calls = [make_call((c.get("function") or c).get("name"), (c.get("function") or c).get("arguments"))
+                     for c in msg.get("tool_calls") or []]
+            content = (msg.get("content") or "").strip()
+            if calls or "<tool_call>" not in content:
+                return ModelReply(content=content, tool_calls=calls, reasoning=msg.get("reasoning_content") or None)
+    reasoning = None
+    think = THINK.match(text or "") if "</think>" in (text or "") else None
+    if think:
+        reasoning, text = think.group(1).strip() or None, text[think.end():]
+    content, calls, errors = parse_tool_calls(text)
+    return ModelReply(content=content, tool_calls=calls, parse_errors=errors, reasoning=reasoning)
+
+
+def add_response_template(tokenizer: Any) -> Any:
+    """Give ``tokenizer`` the response template TRL uses for its chat template, when it has none
+    and TRL knows the template (what TRL's trainers do before their rollouts), so every driver
+    parses as TRL does. Without TRL, or for an unknown template, the tokenizer is left as it is."""
+    if getattr(tokenizer, "response_template", None) is None:
+        try:
+            from trl.chat_template_utils import add_response_schema
+        except ImportError:
+            return tokenizer
+        try:
+            add_response_schema(tokenizer)
+        except ValueError:  # a template TRL does not know: our text parser reads it
+            pass
+    return tokenizer
 
 
 def render_tool_call(call: dict[str, Any]) -> str:

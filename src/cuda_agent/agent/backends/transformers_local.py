@@ -3,9 +3,8 @@
 The prompt is the tokenizer's chat template applied with ``tools=`` (Qwen, Hermes, Llama 3.1 and
 most current templates render tool schemas, assistant ``tool_calls`` and ``role: tool``
 messages). A template that does not mention tools gets the text convention instead
-(``toolcall_text.to_text_messages``). Tool calls are parsed from the generated text:
-``<tool_call>{json}</tool_call>`` (Hermes / Qwen2.5 / Qwen3), the Qwen3-Coder XML form, and
-``"parameters"`` for ``"arguments"``.
+(``toolcall_text.to_text_messages``). Replies are parsed by ``toolcall_text.parse_reply``: the
+tokenizer's response template where it has one (as TRL parses), else our text convention.
 
 Needs ``transformers`` (the ``agent-local`` extra); imported only when this backend is built.
 """
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import BackendError, ModelReply
-from .toolcall_text import parse_tool_calls, to_text_messages
+from .toolcall_text import add_response_template, parse_reply, to_text_messages
 
 
 @dataclass
@@ -73,6 +72,7 @@ class TransformersBackend:
         if not getattr(self.tokenizer, "chat_template", None):
             raise BackendError(f"{config.model}: the tokenizer has no chat template; pass chat_template")
         self.native = "tools" in self.tokenizer.chat_template
+        add_response_template(self.tokenizer)
         window = getattr(self.model.config, "max_position_embeddings", None)
         self.context_tokens = config.context_tokens or window
 
@@ -95,8 +95,8 @@ class TransformersBackend:
         with torch.no_grad():
             out = self.model.generate(**enc, pad_token_id=pad, **gen)
         new = out[0, n_prompt:]
-        reply = self.tokenizer.decode(new, skip_special_tokens=True)
-        content, calls, errors = parse_tool_calls(reply)
-        finish = "length" if len(new) >= c.max_new_tokens else "stop"
-        return ModelReply(content=content, tool_calls=calls, parse_errors=errors, prompt_tokens=n_prompt,
-                          completion_tokens=int(len(new)), finish_reason=finish)
+        reply = parse_reply(self.tokenizer.decode(new, skip_special_tokens=True), self.tokenizer, ids=new.tolist(),
+                            prefix=enc["input_ids"][0].tolist(), tools=tools if self.native else None)
+        reply.prompt_tokens, reply.completion_tokens = n_prompt, int(len(new))
+        reply.finish_reason = "length" if len(new) >= c.max_new_tokens else "stop"
+        return reply

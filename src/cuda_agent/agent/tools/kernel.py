@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 
-from ...sandbox import NoGpuError, build, check_solution, evaluate, rejecting
+from ...sandbox import NoGpuError, build, check_solution, rejecting
 from ...sandbox.profiling import profile
 from . import Tool, ToolResult, obj, truncate
 
@@ -78,7 +78,7 @@ class Verify(Tool):
         solution, fp, files, notes = env.prepare_candidate()
         t0 = time.perf_counter()
         try:
-            verdict = evaluate(env.task, solution, env.config.sandbox)
+            verdict = env.evaluate(solution)
         except NoGpuError as e:
             return ToolResult("\n".join([*notes, f"cannot verify on this host: {e}"]), ok=False,
                               sandbox_s=time.perf_counter() - t0, info={"fingerprint": fp, "no_gpu": True})

@@ -1,9 +1,9 @@
 """The cluster recipe on verl: PPO with a critic for multi-turn agentic RL (the paper's stage 4).
 
-* :mod:`.episode`: the token-in/token-out agent loop, independent of verl (tested here against
-  a local OpenAI-compatible server): generated tokens get mask 1, tool output mask 0, and the
-  outcome reward is the best verified solution's.
-* :mod:`.agent_loop`: that loop as a verl ``AgentLoopBase`` (``configs/verl/agent_loops.yaml``).
+* :mod:`.episode`: the token-in/token-out driver of the agent's episode engine, independent of
+  verl (tested against a local OpenAI-compatible server and in the conformance test): generated
+  tokens get mask 1 and their log-probs, tool output mask 0; the reward is the engine's.
+* :mod:`.agent_loop`: that driver as a verl ``AgentLoopBase`` (``configs/verl/agent_loops.yaml``).
 * :mod:`.reward`: a verl ``custom_reward_function`` (``compute_score``) for single-turn rows.
 * :mod:`.dataset`: tasks -> the parquet verl's ``RLHFDataset`` reads.
 * :mod:`.schema`: validation of our YAML configs against the keys and values we rely on.

@@ -131,8 +131,9 @@ def validate(path: str | Path, paper: bool = True, check_files: bool = False) ->
             errors.append(f"{k} ({g(k)}) must divide data.train_batch_size ({g('data.train_batch_size')})")
     if g("algorithm.adv_estimator") == "gae" and not g("critic.model.path"):
         errors.append("algorithm.adv_estimator is gae but critic.model.path is empty")
-    if g("actor_rollout_ref.rollout.multi_turn.format") not in (None, "hermes"):
-        errors.append("multi_turn.format: our models call tools in the hermes <tool_call> format")
+    if g("actor_rollout_ref.rollout.multi_turn.format") not in (None, "hermes", "llama3_json", "qwen3_coder"):
+        errors.append("multi_turn.format: our text parser reads hermes, llama3_json and qwen3_coder (other formats "
+                      "need a tokenizer with a response template, checked when the agent loop starts)")
     errors += _check_agent_loops(flat, path)
     if check_files:
         for k in ("actor_rollout_ref.model.path", "critic.model.path", "data.train_files"):
