@@ -1,0 +1,137 @@
+"""Tensors passed between the sandbox's processes without crossing the host.
+
+On the GPU a tensor travels as a CUDA IPC descriptor: plain data (sizes, dtype, the allocation's IPC
+handle) that another process opens as a view of the very same device memory. This is the mechanism
+``torch.multiprocessing`` uses for CUDA tensors (``reductions.reduce_tensor`` / ``rebuild_cuda_tensor``),
+taken here without its pickling, so that a reply stays plain data that ``torch.load(weights_only=True)``
+reads. In a rehearsal (the CPU standing in for the GPU) a tensor travels by value instead.
+
+An IPC handle opens the whole allocation (segment) a tensor lives in, not just the tensor. The trusted
+side therefore exports only tensors it allocated in a pool of their own (:class:`Exporter`): what the
+candidate can reach through a handle is the inputs it is given, never the reference's outputs or any
+other memory of the trusted process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+_DTYPES = {str(d).removeprefix("torch."): d for d in (
+    torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16,
+    torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128)}
+
+
+def export(t: torch.Tensor) -> dict:
+    """A plain-data descriptor of ``t``; :func:`open_tensor` in another process gives the same memory."""
+    if t.device.type != "cuda":
+        return {"cuda": False, "value": t}
+    from torch.multiprocessing.reductions import reduce_tensor
+
+    _fn, args = reduce_tensor(t)
+    (_cls, size, stride, offset, _storage_cls, dtype, device, handle, storage_bytes, storage_offset,
+     _grad, ref_counter, ref_counter_offset, event, event_sync) = args
+    return {"cuda": True, "size": list(size), "stride": list(stride), "offset": int(offset),
+            "dtype": str(dtype).removeprefix("torch."), "device": int(device), "handle": handle,
+            "storage_bytes": int(storage_bytes), "storage_offset": int(storage_offset),
+            "ref_counter": ref_counter, "ref_counter_offset": int(ref_counter_offset), "event": event,
+            "event_sync": bool(event_sync)}
+
+
+def open_tensor(d: dict) -> torch.Tensor:
+    """The tensor a descriptor from :func:`export` stands for (on the GPU: the exporter's memory itself)."""
+    if not d.get("cuda"):
+        return d["value"]
+    from torch.multiprocessing.reductions import rebuild_cuda_tensor
+
+    return rebuild_cuda_tensor(torch.Tensor, torch.Size(d["size"]), tuple(d["stride"]), d["offset"],
+                               torch.storage.TypedStorage, _DTYPES[d["dtype"]], d["device"], d["handle"],
+                               d["storage_bytes"], d["storage_offset"], False, d["ref_counter"],
+                               d["ref_counter_offset"], d["event"], d["event_sync"])
+
+
+def export_tree(obj):
+    """An output (a tensor, or nested tuples/lists of tensors and Python scalars) as plain data. A tensor
+    subclass or another object is sent as a description only (the evaluator rejects such outputs)."""
+    if type(obj) is torch.Tensor:
+        return {"tensor": export(obj.detach())}
+    if isinstance(obj, (list, tuple)):
+        return {type(obj).__name__ if type(obj) in (list, tuple) else "tuple": [export_tree(o) for o in obj]}
+    if isinstance(obj, (int, float, bool)) or obj is None:
+        return {"value": obj}
+    return {"value": f"<unsupported output type {type(obj).__module__}.{type(obj).__qualname__}>"}
+
+
+def open_tree(d):
+    if "tensor" in d:
+        return open_tensor(d["tensor"])
+    if "tuple" in d:
+        return tuple(open_tree(x) for x in d["tuple"])
+    if "list" in d:
+        return [open_tree(x) for x in d["list"]]
+    return d["value"]
+
+
+class Exporter:
+    """The trusted side's shared input sets: each a copy of a privately drawn set, allocated in a memory
+    pool of its own (on the GPU), kept under a key so that a later set can be written into the same
+    buffers (the same addresses in the candidate's process too)."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.pool = torch.cuda.MemPool() if device.type == "cuda" else None
+        self.sets: dict[str, list] = {}
+
+    def _in_pool(self):
+        return torch.cuda.use_mem_pool(self.pool) if self.pool is not None else contextlib.nullcontext()
+
+    def share(self, key: str, values: list, into: str | None = None) -> list[dict]:
+        """Copy ``values`` (tensors and plain arguments) into shared buffers, new ones or those of set
+        ``into``, keep them as set ``key`` and return their descriptors."""
+        if into is not None and into in self.sets:
+            bufs = self.sets.pop(into)
+            for b, v in zip(bufs, values):
+                if isinstance(b, torch.Tensor):
+                    b.copy_(v)
+            bufs = [b if isinstance(b, torch.Tensor) else v for b, v in zip(bufs, values)]
+        else:
+            with self._in_pool():
+                bufs = [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in values]
+        self.sets[key] = bufs
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)  # the copies are done before the other process reads them
+        return [{"tensor": export(b)} if isinstance(b, torch.Tensor) else {"value": b} for b in bufs]
+
+    def drop(self, key: str) -> None:
+        self.sets.pop(key, None)
+
+
+class Importer:
+    """The candidate's side: opens shared sets, and hands back the same tensors for a set that reuses
+    the buffers of an earlier one (on the CPU, where a set travels by value, by copying the new values
+    into the earlier tensors)."""
+
+    def __init__(self) -> None:
+        self.sets: dict[str, list] = {}
+
+    def open_set(self, key: str, descriptors: list[dict], into: str | None = None) -> list:
+        values = [open_tree(d) for d in descriptors]
+        if into is not None and into in self.sets:
+            values = [_reuse(o, v) for o, v in zip(self.sets.pop(into), values)]
+        self.sets[key] = values
+        return values
+
+    def drop(self, key: str) -> None:
+        self.sets.pop(key, None)
+
+
+def _reuse(old, new):
+    """The buffer a reused set lives in: on the GPU the exporter wrote into the same memory, so the
+    earlier tensor is the new one; on the CPU the new values are copied into the earlier tensor."""
+    if not isinstance(old, torch.Tensor) or not isinstance(new, torch.Tensor):
+        return new
+    if old.device.type == "cuda":
+        return old if old.data_ptr() == new.data_ptr() else new
+    old.copy_(new)
+    return old
