@@ -33,7 +33,7 @@ def child(conn) -> None:
             conn.send(report)
             return
         t0 = time.perf_counter()
-        (x,) = imp.open_set(msg["key"], msg["set"], msg.get("into"))
+        (x,) = imp.open_set("set", msg["set"], msg["reuse"])
         torch.cuda.synchronize()
         open_s = time.perf_counter() - t0
         ok = bool((x[:1000] == msg["head"].cuda()).all())
@@ -67,27 +67,24 @@ def main() -> None:
     p.start()
     private = torch.full((1 << 20,), 42.0, device=dev)  # outside the pool: must stay unreachable
     rows = []
-    prev_key = None
     for i, gib in enumerate(float(g) for g in args.gib.split(",")):
         n = int(gib * (1 << 30) / 4)
         g = torch.Generator(device=dev).manual_seed(i)
         x = torch.rand(n, device=dev, generator=g)
         for reuse in (False, True):
-            key = f"s{i}{int(reuse)}"
             t0 = time.perf_counter()
-            descs = ex.share(key, [x], into=prev_key if reuse else None)
+            descs = ex.share("set", [x], reuse=reuse)
             share_s = time.perf_counter() - t0
             buf = io.BytesIO()  # as in a worker's reply: plain data that weights_only loading accepts
             torch.save(descs, buf)
             descs = torch.load(io.BytesIO(buf.getvalue()), weights_only=True)
-            a.send({"op": "open", "key": key, "set": descs, "into": prev_key if reuse else None,
-                    "head": x[:1000].cpu()})
+            a.send({"op": "open", "set": descs, "reuse": reuse, "head": x[:1000].cpu()})
             r = a.recv()
             t0 = time.perf_counter()
             (y,) = share.open_tree(r["out"])
             out_ok = bool(torch.equal(y[1:1001], 2 * x[1:1001]))
             open_out_s = time.perf_counter() - t0
-            seen = float(ex.sets[key][0][0]) == -7.0
+            seen = float(ex.sets["set"][0][0]) == -7.0
             a.send("done")
             del y
             rows.append({"gib": gib, "reuse": reuse, "share_s": round(share_s, 4), "open_s": round(r["open_s"], 4),
@@ -95,11 +92,9 @@ def main() -> None:
                          "values_ok": r["values_ok"], "output_ok": out_ok, "child_write_seen": seen,
                          "ptr": r["ptr"], "child_rss_mb": r["rss_mb"]})
             print(json.dumps(rows[-1]), flush=True)
-            prev_key = key
         if rows[-1]["reuse"]:
             rows[-1]["same_address_on_reuse"] = rows[-1]["ptr"] == rows[-2]["ptr"]
         ex.sets.clear()
-        prev_key = None
         del x
     a.send({"op": "exit"})
     a.recv()

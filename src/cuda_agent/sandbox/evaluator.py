@@ -31,7 +31,7 @@ from ..tasks import Task, TaskError, validate_task
 from . import inputs as trial_inputs
 from .baselines import Baseline, BaselineStore
 from .build import BuildResult, build, inline_env, resolve_arch
-from .compare import compare, is_precision_downgrade
+from .compare import Comparison, is_precision_downgrade
 from .config import SandboxConfig
 from .gpu import GpuLock, gpu_memory_bytes, no_gpu_reason
 from .logs import trim_traceback
@@ -102,6 +102,8 @@ class _Evaluation:
         self.seed = config.seed if config.seed is not None else secrets.randbits(30)
         self.baseline_claim = None
         self.checksum_seed = secrets.randbits(40)
+        self.out_bytes: list[int] | None = None  # sizes of the reference's output leaves (poisoned allocations)
+        self.set_bytes: int | None = None  # bytes of one input set, as drawn
         self._t_mark = time.perf_counter()
 
     # ------------------------------------------------------------------ driver
@@ -192,64 +194,108 @@ class _Evaluation:
         self._t_mark = now
 
     def _gpu_phase(self, module) -> None:
+        """Trials, baselines, candidate timing, timed-output checks, re-checks, census. Every input set is
+        drawn by the reference worker on the GPU from a seed chosen here and shared with the candidate's
+        worker; outputs are judged in the reference worker: only scalars and small reports come back."""
         v, cfg = self.v, self.config
         plan = trial_inputs.trial_plan(cfg.num_trials)
-        trial_sets = [trial_inputs.draw(module, self.seed + 1 + i, kind) for i, (kind, _) in enumerate(plan)]
-        n_rot = trial_inputs.rotation_sets(trial_inputs.nbytes(trial_sets[0]), cfg.rotate_bytes, cfg.num_recheck)
-        rotation = [trial_inputs.draw(module, self.seed + 1000 + i) for i in range(n_rot)]
-        n_recheck = min(cfg.num_recheck, n_rot)  # the re-check writes into the timing buffers: one set each
-        recheck_kinds = [trial_inputs.TASK if i % 2 == 0 else trial_inputs.SIGNED for i in range(n_recheck)]
-        recheck = [trial_inputs.draw(module, self.seed + 2000 + i, k) for i, k in enumerate(recheck_kinds)]
-
-        # reference outputs for the correctness trials and the post-timing re-check
-        ref = self._ref_step(lambda: self._shared(self.ref.request,
-            {"op": "trials", "inputs": trial_sets + recheck, "reuse": [False] * (len(trial_sets) + len(recheck))},
-            cfg.run_timeout_s))
-        if ref is None:
-            return
-        ref_trials, ref_recheck = ref["trials"][: len(trial_sets)], ref["trials"][len(trial_sets):]
-        usable = [i for i, t in enumerate(ref_trials) if "error" not in t]
-        skipped = [f"{plan[i][0]} trial {i}: {ref_trials[i]['error']}" for i in range(len(ref_trials)) if i not in usable]
+        trials = [(f"trial {i} ({kind} inputs{', same buffers as before' if reuse else ''})", self.seed + 1 + i,
+                   kind, reuse) for i, (kind, reuse) in enumerate(plan)]
+        ok, skipped = self._trials(trials)
         if skipped:
             v.timing["skipped_trials"] = skipped
-        if not usable:
-            v.fail(HARNESS_ERROR, "the reference Model failed on every trial input: " + skipped[0])
-            v.flag("reference_error")
+        if not ok:
             return
-        out_bytes = trial_inputs.leaf_sizes(ref_trials[usable[0]]["output"])
-        cand = self._cand_step(lambda: self._shared(self.cand.request,
-            {"op": "trials", "inputs": [trial_sets[i] for i in usable],
-             "reuse": [plan[i][1] for i in usable], "out_bytes": out_bytes}, cfg.run_timeout_s))
-        if cand is None:
+        self._drop(["trial"])  # its buffers are not needed any more
+        set_bytes = self.set_bytes or 1
+        n_rot = trial_inputs.rotation_sets(set_bytes, cfg.rotate_bytes, cfg.num_recheck)
+        rot = self._ref_step(lambda: self._shared(self.ref.request, {
+            "op": "rotation", "seeds": [self.seed + 1000 + i for i in range(n_rot)]}, cfg.run_timeout_s))
+        if rot is None:
             return
-        labels = [f"trial {i} ({plan[i][0]} inputs{', same buffers as before' if plan[i][1] else ''})" for i in usable]
-        if not self._judge(cand, [ref_trials[i]["output"] for i in usable], labels):
-            return
+        rotation = rot["sets"]
         with self.lock.exclusive():  # eager, compile and candidate timed back to back, GPU to themselves
-            if not self._baselines(rotation):
+            if not self._baselines():
                 return
             timed = self._time_candidate(rotation)
         if timed is None:
             return
-        if self._checks_timed_outputs() and not self._timed_outputs_ok(rotation, timed):
+        mutated = self._ref_step(lambda: self.ref.request(
+            {"op": "check_shared", "keys": [f"rotation {i}" for i in range(n_rot)]}, cfg.run_timeout_s))
+        if mutated is None:
+            return
+        if mutated["mutated"]:
+            v.reject(f"input_mutated: the shared timing inputs ({', '.join(mutated['mutated'])}) changed while the "
+                     "candidate was timed on them", "input_mutated")
+            return
+        if self._checks_timed_outputs() and not self._timed_outputs_ok(timed):
             return
         # re-check on new values written into the buffers timing used
-        good_recheck = [i for i, t in enumerate(ref_recheck) if "error" not in t]
-        if good_recheck:
-            rc = self._cand_step(lambda: self._shared(self.cand.request,
-                {"op": "recheck", "inputs": [recheck[i] for i in good_recheck], "out_bytes": out_bytes},
-                cfg.run_timeout_s))
-            if rc is None:
-                return
-            labels = [f"re-check {i} after timing (new values in the timed buffers)" for i in good_recheck]
-            if not self._judge(rc, [ref_recheck[i]["output"] for i in good_recheck], labels, after_timing=True):
-                return
+        n_recheck = min(cfg.num_recheck, n_rot)
+        if not self._recheck([(self.seed + 2000 + i, trial_inputs.TASK if i % 2 == 0 else trial_inputs.SIGNED)
+                              for i in range(n_recheck)]):
+            return
         if cfg.profile:
             if not self._census():
                 return
         self._speedups(timed)
         if v.speedup_vs_eager is not None and v.speedup_vs_eager > cfg.excessive_speedup:
-            self._scrutinize(module, out_bytes)
+            self._scrutinize()
+
+    def _trials(self, trials: list[tuple[str, int, str, bool]]) -> tuple[bool, list[str]]:
+        """Checked trials, one input set at a time: (label, seed, kind, reuse the previous set's buffers).
+        Returns (all judged correct, the trials the reference itself could not run)."""
+        v, cfg = self.v, self.config
+        skipped, judged = [], 0
+        for label, seed, kind, reuse in trials:
+            ref = self._ref_step(lambda: self._shared(self.ref.request, {
+                "op": "ref_trial", "key": "trial", "seed": seed, "kind": kind, "reuse": reuse}, cfg.run_timeout_s))
+            if ref is None:
+                return False, skipped
+            if "error" in ref:  # a task that rejects some inputs (signed ones, say): not the candidate's fault
+                skipped.append(f"{label}: {ref['error']}")
+                continue
+            self.out_bytes = self.out_bytes or ref["out_bytes"]
+            self.set_bytes = self.set_bytes or ref["in_bytes"]
+            cand = self._cand_step(lambda: self._shared(self.cand.request, {
+                "op": "trial", "key": "trial", "inputs": ref["inputs"], "reuse": reuse, "out_bytes": self.out_bytes},
+                cfg.run_timeout_s))
+            if cand is None or not self._judge(cand, "trial", label):
+                return False, skipped
+            judged += 1
+        if not judged:
+            v.fail(HARNESS_ERROR, "the reference Model failed on every trial input: " + skipped[0])
+            v.flag("reference_error")
+            return False, skipped
+        return True, skipped
+
+    def _recheck(self, sets: list[tuple[int, str]]) -> bool:
+        """New values written into the very buffers the candidate was timed on, checked trials again."""
+        cfg = self.config
+        keys, shared = [], []
+        for i, (seed, kind) in enumerate(sets):
+            ref = self._ref_step(lambda: self._shared(self.ref.request, {
+                "op": "ref_trial", "key": f"re-check {i}", "seed": seed, "kind": kind}, cfg.run_timeout_s))
+            if ref is None:
+                return False
+            if "error" not in ref:
+                keys.append(f"re-check {i}")
+                shared.append(ref["inputs"])
+        if not keys:
+            return True
+        rc = self._cand_step(lambda: self._shared(self.cand.request,
+            {"op": "recheck", "inputs": shared, "out_bytes": self.out_bytes}, cfg.run_timeout_s))
+        if rc is None or not self._integrity_ok(rc, "during forward"):
+            return False
+        for key, trial in zip(keys, rc["trials"]):
+            if not self._judge({"integrity": [], **trial}, key,
+                               f"{key} after timing (new values in the timed buffers)", after_timing=True):
+                return False
+        self._drop(keys)
+        return True
+
+    def _drop(self, keys: list[str]) -> None:
+        self._ref_step(lambda: self.ref.request({"op": "drop", "keys": keys}, self.config.run_timeout_s))
 
     # ------------------------------------------------------------------ steps
     def _shared(self, request, msg: dict, timeout: float) -> dict:
@@ -310,7 +356,7 @@ class _Evaluation:
             return call()
         except WorkerError as e:
             r = e.reply
-            phase = {"setup": "importing/constructing ModelNew", "trials": "running forward",
+            phase = {"setup": "importing/constructing ModelNew", "trial": "running forward",
                      "prepare_timing": "warming up", "time": "timing", "recheck": "re-checking",
                      "profile": "profiling"}.get(r.get("phase"), r.get("phase"))
             self.v.fail(RUNTIME_ERROR, f"{r.get('error_type')} while {phase}: {r.get('message', '')[:500]}")
@@ -342,42 +388,50 @@ class _Evaluation:
             return False
         return True
 
-    def _judge(self, cand: dict, refs: list, labels: list[str], after_timing: bool = False) -> bool:
-        """Apply the dynamic honesty checks and the comparison to a batch of trials."""
+    def _judge(self, trial: dict, key: str, label: str, after_timing: bool = False) -> bool:
+        """One candidate trial: its integrity, the dynamic honesty checks, then the reference worker's
+        comparison of the output it was shared (and its check that the shared inputs are unchanged)."""
         v, cfg = self.v, self.config
-        if not self._integrity_ok(cand, "during forward"):
+        if not self._integrity_ok(trial, "during forward"):
             return False
-        for trial, ref, label in zip(cand["trials"], refs, labels):
-            if trial["violations"]:
-                v.reject(f"{label}: forward ran torch operators that compute: {', '.join(trial['violations'][:8])}; "
-                         "only allocation, views and the candidate's own kernels are allowed", "torch_compute")
-                return False
-            if trial["flags"]:
-                for f in trial["flags"]:
-                    v.reject(f"{label}: {f}", f.split(":")[0])
-                return False
-            c = compare(trial["output"], ref, cfg.precision)
-            v.num_trials += 1
-            v.rel_err = max(v.rel_err or 0.0, c.rel_err)
-            v.max_abs_err = max(v.max_abs_err or 0.0, c.max_abs_err)
-            v.tolerance = c.tolerance or v.tolerance
-            v.allclose_1e2 = (v.allclose_1e2 if v.allclose_1e2 is not None else True) and c.allclose_1e2
-            if c.problem:
-                v.fail(INCORRECT, f"{label}: {c.problem}")
-                return False
-            if not c.ok:
-                if is_precision_downgrade(c, cfg.precision):
-                    v.reject(f"{label}: error {c.rel_err:.2e} is at TF32/half-precision level, above the strict "
-                             f"fp32 tolerance {c.tolerance:.0e}; the baseline runs in strict fp32 "
-                             "(use --precision tf32 to compare TF32 kernels against TF32 baselines)",
-                             "precision_downgrade")
-                else:
-                    v.fail(INCORRECT, f"{label}: {c.worst}")
-                    if after_timing:
-                        v.flag("output_cache")
-                        v.add_reason("outputs were right before timing and wrong after new values were written "
-                                     "into the same buffers: results are being cached across calls")
-                return False
+        if trial["violations"]:
+            v.reject(f"{label}: forward ran torch operators that compute: {', '.join(trial['violations'][:8])}; "
+                     "only allocation, views and the candidate's own kernels are allowed", "torch_compute")
+            return False
+        if trial["flags"]:
+            for f in trial["flags"]:
+                v.reject(f"{label}: {f}", f.split(":")[0])
+            return False
+        r = self._ref_step(lambda: self._shared(self.ref.request, {
+            "op": "judge", "key": key, "output": trial["output"], "precision": cfg.precision}, cfg.run_timeout_s))
+        if r is None:
+            return False
+        if r["input_mutated"]:
+            v.reject(f"{label}: input_mutated: the shared input set no longer holds the values drawn for it",
+                     "input_mutated")
+            return False
+        c = Comparison(**r["comparison"])
+        v.num_trials += 1
+        v.rel_err = max(v.rel_err or 0.0, c.rel_err)
+        v.max_abs_err = max(v.max_abs_err or 0.0, c.max_abs_err)
+        v.tolerance = c.tolerance or v.tolerance
+        v.allclose_1e2 = (v.allclose_1e2 if v.allclose_1e2 is not None else True) and c.allclose_1e2
+        if c.problem:
+            v.fail(INCORRECT, f"{label}: {c.problem}")
+            return False
+        if not c.ok:
+            if is_precision_downgrade(c, cfg.precision):
+                v.reject(f"{label}: error {c.rel_err:.2e} is at TF32/half-precision level, above the strict "
+                         f"fp32 tolerance {c.tolerance:.0e}; the baseline runs in strict fp32 "
+                         "(use --precision tf32 to compare TF32 kernels against TF32 baselines)",
+                         "precision_downgrade")
+            else:
+                v.fail(INCORRECT, f"{label}: {c.worst}")
+                if after_timing:
+                    v.flag("output_cache")
+                    v.add_reason("outputs were right before timing and wrong after new values were written "
+                                 "into the same buffers: results are being cached across calls")
+            return False
         v.verdict = CORRECT
         return True
 
@@ -395,8 +449,7 @@ class _Evaluation:
             self.cached_baseline = self.store.get(self.task.sha256, v.gpu, v.torch_version, cfg.precision)
         if self.cached_baseline is None:
             try:
-                r = self.ref.request({"op": "compile", "inputs": trial_inputs.draw(module, self.seed)},
-                                     cfg.baseline_timeout_s)
+                r = self.ref.request({"op": "compile", "seed": self.seed}, cfg.baseline_timeout_s)
                 v.timing["compile_s"] = round(r["compile_s"], 2)
             except (WorkerError, WorkerDied, WorkerTimeout) as e:
                 self.compile_error = (e.reply.get("message") if isinstance(e, WorkerError) else str(e))[:500]
@@ -405,7 +458,7 @@ class _Evaluation:
                 self.ref = WorkerProcess(env=self.ref_env, label="reference")
                 self.ref.request(self.ref_setup, cfg.baseline_timeout_s)
 
-    def _baselines(self, rotation: list) -> bool:
+    def _baselines(self) -> bool:
         v, cfg = self.v, self.config
         store = self.store
         t0 = time.perf_counter()
@@ -415,13 +468,13 @@ class _Evaluation:
         else:
             # with the candidate's checksum work, so that the harness overhead seen by the evaluator's
             # clock (overhead_ms) includes it exactly as it does for the candidate
-            eager = self._time(self.ref, rotation, "model", self._ref_step, {"checksum_seed": self.checksum_seed})
+            eager = self._time(self.ref, None, "model", self._ref_step, {"checksum_seed": self.checksum_seed})
             if eager is None:
                 return False
             compiled, compile_error = None, self.compile_error
             if compile_error is None:
                 try:
-                    compiled = self._time(self.ref, rotation, "compile", None)
+                    compiled = self._time(self.ref, None, "compile", None)
                 except (WorkerError, WorkerDied, WorkerTimeout) as e:
                     compile_error = (e.reply.get("message") if isinstance(e, WorkerError) else str(e))[:500]
             if compile_error:
@@ -441,7 +494,10 @@ class _Evaluation:
         v.baseline_s = round(time.perf_counter() - t0, 4)
         return True
 
-    def _time(self, worker: WorkerProcess, rotation: list, target: str, wrap, extra: dict | None = None) -> _Timed | None:
+    def _time(self, worker: WorkerProcess, rotation: list | None, target: str, wrap,
+              extra: dict | None = None) -> _Timed | None:
+        """Time ``target`` in ``worker``: the reference on its own ring, the candidate on the shared
+        ``rotation`` sets (copied into its own buffers)."""
         cfg = self.config
 
         def go() -> _Timed:
@@ -485,7 +541,7 @@ class _Evaluation:
             # Host load moves the harness's cost (on the H200 with 8 evaluations at once: 0.73 ms per call
             # when the baseline was cached, 1.08 ms later). Measure it again now, on the trusted reference
             # in the same lock window, before distrusting the candidate's worker.
-            control = self._time(self.ref, rotation, "model", self._ref_step, {"checksum_seed": self.checksum_seed})
+            control = self._time(self.ref, None, "model", self._ref_step, {"checksum_seed": self.checksum_seed})
             if control is None:
                 return None
             overhead_now = control.evaluator_ms_per_iter - control.ms
@@ -513,7 +569,7 @@ class _Evaluation:
     def _checks_timed_outputs(self) -> bool:
         return self.config.strict and not self.config.calibrate
 
-    def _timed_outputs_ok(self, rotation: list, timed: _Timed) -> bool:
+    def _timed_outputs_ok(self, timed: _Timed) -> bool:
         """Were the timed calls' outputs right? The reference recomputes each one's checksum on the
         same inputs; a candidate that is right when checked but not while timed fails here."""
         v, cfg = self.v, self.config
@@ -524,7 +580,7 @@ class _Evaluation:
                      "bad_reply")
             return False
         ref = self._ref_step(lambda: self._shared(self.ref.request, {
-            "op": "checksums", "inputs": rotation, "start_step": start, "n": len(cand),
+            "op": "checksums", "start_step": start, "n": len(cand),
             "seed": self.checksum_seed}, cfg.baseline_timeout_s))
         if ref is None:
             return False
@@ -571,25 +627,14 @@ class _Evaluation:
         if v.ms and v.compile_ms:
             v.speedup_vs_compile = round(v.compile_ms / v.ms, 4)
 
-    def _scrutinize(self, module, out_bytes: list[int]) -> None:
+    def _scrutinize(self) -> None:
         """A very large speedup: say so, and re-check on more fresh signed inputs."""
         v, cfg = self.v, self.config
         v.flag("excessive_speedup")
         v.add_reason(f"speedup over eager {v.speedup_vs_eager:.1f}x exceeds {cfg.excessive_speedup:.0f}x: "
                      "re-checked on extra inputs")
-        extra = [trial_inputs.draw(module, self.seed + 3000 + i, trial_inputs.SIGNED if i % 2 else trial_inputs.TASK)
-                 for i in range(4)]
-        ref = self._ref_step(lambda: self._shared(self.ref.request, {"op": "trials", "inputs": extra,
-                                                                     "reuse": [False] * 4}, cfg.run_timeout_s))
-        if ref is None:
-            return
-        ok = [i for i, t in enumerate(ref["trials"]) if "error" not in t]
-        cand = self._cand_step(lambda: self._shared(self.cand.request,
-            {"op": "trials", "inputs": [extra[i] for i in ok], "reuse": [True] * len(ok), "out_bytes": out_bytes},
-            cfg.run_timeout_s))
-        if cand is None:
-            return
-        self._judge(cand, [ref["trials"][i]["output"] for i in ok], [f"extra trial {i}" for i in ok])
+        self._trials([(f"extra trial {i}", self.seed + 3000 + i, trial_inputs.SIGNED if i % 2 else trial_inputs.TASK,
+                       i > 0) for i in range(4)])
 
 
 def _allowed_kernel(name: str, own: set[str]) -> bool:

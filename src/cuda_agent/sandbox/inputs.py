@@ -1,4 +1,4 @@
-"""Trial inputs, drawn in the trusted evaluator from fresh seeds.
+"""Trial inputs, drawn from seeds the trusted evaluator chooses, by the trusted reference worker on the GPU.
 
 Two kinds alternate: the task's own ``get_inputs()`` distribution, and *signed* inputs where
 every floating tensor is replaced by standard-normal values of the same shape and dtype (so an
@@ -16,12 +16,18 @@ TASK = "task"
 SIGNED = "signed"
 
 
-def draw(task_module: ModuleType, seed: int, kind: str = TASK) -> list:
-    torch.manual_seed(seed)
-    inputs = list(task_module.get_inputs())
+def draw(task_module: ModuleType, seed: int, kind: str = TASK, device: torch.device | str | None = None) -> list:
+    """One input set from ``seed``: the task's own ``get_inputs()`` run with ``device`` as the default
+    device (the GPU in the trusted worker: a 16 GiB set is made where it is used, not on the host), or
+    its signed variant. The same seed, kind and device give the same values."""
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    torch.manual_seed(seed)  # every generator, the GPU's included
+    with torch.device(dev):
+        inputs = list(task_module.get_inputs())
+    inputs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in inputs]
     if kind == SIGNED:
-        g = torch.Generator().manual_seed(seed + 7919)
-        inputs = [torch.randn(x.shape, generator=g, dtype=torch.float32).to(x.dtype)
+        g = torch.Generator(device=dev).manual_seed(seed + 7919)
+        inputs = [torch.randn(x.shape, generator=g, dtype=torch.float32, device=dev).to(x.dtype)
                   if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
     return [x.contiguous() if isinstance(x, torch.Tensor) else x for x in inputs]
 

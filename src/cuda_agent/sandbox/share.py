@@ -75,8 +75,8 @@ def open_tree(d):
 
 class Exporter:
     """The trusted side's shared input sets: each a copy of a privately drawn set, allocated in a memory
-    pool of its own (on the GPU), kept under a key so that a later set can be written into the same
-    buffers (the same addresses in the candidate's process too)."""
+    pool of its own (on the GPU), kept under a key; a set shared again under its key with ``reuse`` is
+    written into the same buffers (the same addresses in the candidate's process too)."""
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -86,16 +86,17 @@ class Exporter:
     def _in_pool(self):
         return torch.cuda.use_mem_pool(self.pool) if self.pool is not None else contextlib.nullcontext()
 
-    def share(self, key: str, values: list, into: str | None = None) -> list[dict]:
-        """Copy ``values`` (tensors and plain arguments) into shared buffers, new ones or those of set
-        ``into``, keep them as set ``key`` and return their descriptors."""
-        if into is not None and into in self.sets:
-            bufs = self.sets.pop(into)
-            for b, v in zip(bufs, values):
+    def share(self, key: str, values: list, reuse: bool = False) -> list[dict]:
+        """Copy ``values`` (tensors and plain arguments) into shared buffers (those of set ``key`` when
+        ``reuse``, else new ones, which replace it) and return their descriptors."""
+        old = self.sets.pop(key, None)
+        if reuse and old is not None:
+            for b, v in zip(old, values):
                 if isinstance(b, torch.Tensor):
                     b.copy_(v)
-            bufs = [b if isinstance(b, torch.Tensor) else v for b, v in zip(bufs, values)]
+            bufs = [b if isinstance(b, torch.Tensor) else v for b, v in zip(old, values)]
         else:
+            del old
             with self._in_pool():
                 bufs = [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in values]
         self.sets[key] = bufs
@@ -108,17 +109,17 @@ class Exporter:
 
 
 class Importer:
-    """The candidate's side: opens shared sets, and hands back the same tensors for a set that reuses
-    the buffers of an earlier one (on the CPU, where a set travels by value, by copying the new values
-    into the earlier tensors)."""
+    """The candidate's side: opens shared sets; a set opened again under its key with ``reuse`` is the
+    same tensors (on the CPU, where a set travels by value, the new values are copied into them)."""
 
     def __init__(self) -> None:
         self.sets: dict[str, list] = {}
 
-    def open_set(self, key: str, descriptors: list[dict], into: str | None = None) -> list:
+    def open_set(self, key: str, descriptors: list[dict], reuse: bool = False) -> list:
         values = [open_tree(d) for d in descriptors]
-        if into is not None and into in self.sets:
-            values = [_reuse(o, v) for o, v in zip(self.sets.pop(into), values)]
+        old = self.sets.pop(key, None)
+        if reuse and old is not None:
+            values = [_reuse(o, v) for o, v in zip(old, values)]
         self.sets[key] = values
         return values
 
@@ -127,9 +128,9 @@ class Importer:
 
 
 def _reuse(old, new):
-    """The buffer a reused set lives in: on the GPU the exporter wrote into the same memory, so the
-    earlier tensor is the new one; on the CPU the new values are copied into the earlier tensor."""
-    if not isinstance(old, torch.Tensor) or not isinstance(new, torch.Tensor):
+    """The buffer of a reused set: on the GPU the exporter wrote into the memory the earlier tensor
+    maps, so that is the new one; on the CPU the new values are copied into the earlier tensor."""
+    if not isinstance(old, torch.Tensor) or not isinstance(new, torch.Tensor) or old.shape != new.shape:
         return new
     if old.device.type == "cuda":
         return old if old.data_ptr() == new.data_ptr() else new

@@ -2,12 +2,14 @@
 
 One worker plays one role for one evaluation, then exits:
 
-* ``reference``: runs the task's own ``Model`` (trusted): initial weights, reference outputs,
-  eager and ``torch.compile`` timings.
+* ``reference``: runs the task's own ``Model`` (trusted). It draws every input set on the GPU from
+  the evaluator's seeds, shares a copy of each with the candidate's worker (CUDA IPC, from a memory
+  pool of its own: see share.py), keeps the reference outputs, and judges the candidate's outputs
+  on the GPU when they are shared back. Also eager and ``torch.compile`` timings.
 * ``candidate``: runs ``ModelNew`` (untrusted). The harness's timers, synchronization and
   guards are imported and referenced *before* the candidate is, and checked for tampering
-  after every phase. The candidate never sees reference outputs; it returns its own outputs
-  and the evaluator compares them in another process.
+  after every phase. The candidate never sees reference outputs; its outputs go to the reference
+  worker, which compares them in another process. Only scalars and small reports reach the evaluator.
 
 Messages from the evaluator are pickles (the evaluator is trusted). Replies are written with
 ``torch.save`` and read back with ``torch.load(weights_only=True)``, so a compromised worker
@@ -31,8 +33,10 @@ import torch
 import torch._dynamo  # noqa: F401 - the harness's own lazy imports, paid while the process waits
 import torch.profiler  # noqa: F401   for its first message (see guards.settle_harness)
 
-from . import guards, memory, timing
+from . import guards, memory, share, timing
+from .compare import compare
 from .gpu import rehearsal
+from .inputs import TASK, draw, leaf_sizes, nbytes
 from .guards import TorchOpGuard, bitwise_equal, integrity_diff, integrity_snapshot, overlaps, storages
 from .timing import InputRing, L2Flusher, leaves
 
@@ -66,18 +70,6 @@ def _load_module(name: str, path: str):
     return module
 
 
-def _to_cpu(obj):
-    """Outputs as plain data for the reply. A tensor subclass is not sent (the evaluator reads
-    replies with weights_only and would refuse it): the trial's lazy_output flag says why."""
-    if type(obj) is torch.Tensor:
-        return obj.detach().to("cpu", copy=True)
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_cpu(o) for o in obj) if isinstance(obj, tuple) else [_to_cpu(o) for o in obj]
-    if isinstance(obj, (int, float, bool)) or obj is None:
-        return obj
-    return f"<unsupported output type {type(obj).__module__}.{type(obj).__qualname__}>"
-
-
 class Worker:
     def __init__(self, conn):
         self.conn = conn
@@ -91,6 +83,13 @@ class Worker:
         self.prev_outputs = None
         self.gap_ms = None
         self.flush = None
+        self.task_module = None
+        self.exporter: share.Exporter | None = None  # reference: the input sets it shares
+        self.importer = share.Importer()  # candidate: the input sets it was given
+        self.refs: dict[str, tuple] = {}  # reference: key -> (output, seed, kind) until judged
+        self.drawn: dict[str, tuple] = {}  # reference: shared set key -> (seed, kind), to re-draw and compare
+        self.ring = None  # reference: its own rotation ring (eager, compile, timed-output checksums)
+        self.pending: list = []  # candidate: outputs shared with the reference, alive until the next request
 
     # -- plumbing
     def send(self, obj) -> None:
@@ -121,7 +120,7 @@ class Worker:
     def _integrity(self) -> list[str]:
         if self.snapshot is None:
             return []
-        return integrity_diff(self.snapshot, integrity_snapshot((guards, timing, sys.modules[__name__])))
+        return integrity_diff(self.snapshot, integrity_snapshot((guards, timing, share, sys.modules[__name__])))
 
     # -- ops
     def op_setup(self, msg: dict) -> dict:
@@ -138,6 +137,8 @@ class Worker:
                 "torch": str(torch.__version__)}
         if self.role == "reference" or msg.get("calibrate"):
             task = _exec_task(msg["task_source"], msg["task_origin"])
+            if self.role == "reference":
+                self.task_module, self.exporter = task, share.Exporter(self.device)
             torch.manual_seed(msg["seed"])
             model = task.Model(*msg["init_inputs"])
             if self.role == "reference":
@@ -148,7 +149,7 @@ class Worker:
             return info
         # candidate: snapshot the harness first, then import the candidate
         guards.settle_harness(self.device)
-        self.snapshot = integrity_snapshot((guards, timing, sys.modules[__name__]))
+        self.snapshot = integrity_snapshot((guards, timing, share, sys.modules[__name__]))
         sol = msg["solution"]
         # the solution's directory is the working directory and first on the path (a spare worker
         # started elsewhere: what the caller's directory holds is not the candidate's to import)
@@ -216,29 +217,75 @@ class Worker:
             if _thread_starts() > threads_before:
                 flags.append("threads: forward started a thread")
         self.prev_outputs = out
-        return {"output": _to_cpu(out), "violations": violations, "flags": flags}
+        self.pending.append(out)  # shared with the reference: alive until it has judged them
+        return {"output": share.export_tree(out), "violations": violations, "flags": flags}
 
-    def op_trials(self, msg: dict) -> dict:
-        results, prev = [], None
-        for cpu_set, reuse in zip(msg["inputs"], msg["reuse"]):
-            if reuse and prev is not None:
-                for b, x in zip(prev, cpu_set):
-                    if isinstance(b, torch.Tensor):
-                        b.copy_(x)
-                bufs = prev
-            else:
-                bufs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in cpu_set]
-            if self.role == "reference":
-                try:
-                    results.append(self._checked_trial(bufs, []))
-                except Exception as e:  # a task that rejects some inputs (e.g. signed ones)
-                    if _is_cuda_fault(e):
-                        raise
-                    results.append({"error": f"{type(e).__name__}: {str(e)[:500]}"})
-            else:
-                results.append(self._checked_trial(bufs, msg.get("out_bytes", [])))
-            prev = bufs
-        return {"trials": results, "integrity": self._integrity()}
+    # -- reference: inputs drawn here, shared, judged here
+    def op_ref_trial(self, msg: dict) -> dict:
+        """Draw a set on the GPU from the evaluator's seed, share a copy under ``key`` (into the buffers
+        of the previous set under that key when ``reuse``), and run the reference on the private draw.
+        A task that rejects some inputs (signed ones, say) gets ``error`` instead."""
+        key, seed, kind = msg["key"], msg["seed"], msg.get("kind", TASK)
+        values = draw(self.task_module, seed, kind, self.device)
+        descriptors = self.exporter.share(key, values, reuse=msg.get("reuse", False))
+        self.drawn[key] = (seed, kind)
+        try:
+            out, _ = self._call(values, guarded=False)
+        except Exception as e:
+            if _is_cuda_fault(e):
+                raise
+            return {"error": f"{type(e).__name__}: {str(e)[:500]}"}
+        self.refs[key] = out
+        return {"inputs": descriptors, "out_bytes": leaf_sizes(out), "in_bytes": nbytes(values)}
+
+    def op_judge(self, msg: dict) -> dict:
+        """The candidate's output for set ``key`` (its memory, shared with this process) against the
+        reference's, on the GPU; and whether the shared set still holds what was drawn."""
+        ref = self.refs.pop(msg["key"])
+        out = share.open_tree(msg["output"])
+        c = compare(out, ref, msg["precision"])
+        del out, ref
+        return {"comparison": c.__dict__, "input_mutated": self._shared_changed(msg["key"])}
+
+    def _shared_changed(self, key: str) -> bool:
+        """Does the shared copy of set ``key`` differ from a fresh draw of it? (On the CPU the candidate
+        received a copy, and its own worker's check is the one that applies.)"""
+        bufs = self.exporter.sets.get(key)
+        if bufs is None or key not in self.drawn or self.device.type != "cuda":
+            return False
+        fresh = draw(self.task_module, *self.drawn[key], self.device)
+        return any(isinstance(b, torch.Tensor) and not bitwise_equal(b, f) for b, f in zip(bufs, fresh))
+
+    def op_rotation(self, msg: dict) -> dict:
+        """The timing loop's input sets: drawn here, the reference's own ring made from them, and a
+        shared copy of each for the candidate's ring."""
+        sets = [draw(self.task_module, seed, TASK, self.device) for seed in msg["seeds"]]
+        self.ring = InputRing(sets, self.device)
+        shared = []
+        for i, (seed, values) in enumerate(zip(msg["seeds"], sets)):
+            shared.append(self.exporter.share(f"rotation {i}", values))
+            self.drawn[f"rotation {i}"] = (seed, TASK)
+        del sets
+        return {"sets": shared, "set_bytes": nbytes([b for b in self.ring.bufs[0]])}
+
+    def op_check_shared(self, msg: dict) -> dict:
+        """Which shared sets no longer hold what was drawn (after the candidate was timed on them)?"""
+        return {"mutated": [k for k in msg["keys"] if self._shared_changed(k)]}
+
+    def op_drop(self, msg: dict) -> dict:
+        for k in msg["keys"]:
+            self.exporter.drop(k)
+            self.drawn.pop(k, None)
+            self.refs.pop(k, None)
+        return {}
+
+    # -- candidate: runs on shared sets
+    def op_trial(self, msg: dict) -> dict:
+        """One checked trial on the shared set ``msg['inputs']`` (the same buffers as the last set under
+        ``key`` when ``reuse``); the output is shared back for the reference to judge."""
+        self.pending = []
+        bufs = self.importer.open_set(msg["key"], msg["inputs"], msg.get("reuse", False))
+        return {**self._checked_trial(bufs, msg.get("out_bytes", [])), "integrity": self._integrity()}
 
     def op_compile(self, msg: dict) -> dict:
         """torch.compile the reference and run it once (compilation is CPU work: done before the
@@ -246,7 +293,7 @@ class Worker:
         t0 = _perf()
         self.compiled = torch.compile(self.model, backend=_COMPILE_BACKEND)
         with torch.no_grad():
-            self.compiled(*[x.to(self.device) if isinstance(x, torch.Tensor) else x for x in msg["inputs"]])
+            self.compiled(*draw(self.task_module, msg["seed"], TASK, self.device))
         _sync()
         return {"compile_s": _perf() - t0}
 
@@ -257,7 +304,10 @@ class Worker:
             if self.compiled is None:
                 self.compiled = torch.compile(self.model, backend=_COMPILE_BACKEND)
             fn = self.compiled
-        ring = InputRing(msg["inputs"], self.device)
+        if self.role == "reference":
+            ring = self.ring  # drawn here (op_rotation)
+        else:  # the shared sets, copied into the candidate's own buffers
+            ring = InputRing([[share.open_tree(d) for d in s] for s in msg["inputs"]], self.device)
         with torch.no_grad():
             t0 = _perf()
             fn(*ring.next())
@@ -283,7 +333,7 @@ class Worker:
     def op_checksums(self, msg: dict) -> dict:
         """Reference side of the timed-output check: the same inputs the candidate was timed on
         (the same ring from the same step), the same checksums."""
-        ring = InputRing(msg["inputs"], self.device)
+        ring = self.ring
         ring.step = msg["start_step"]
         with torch.no_grad():
             sums = timing.checksums(self.model, ring, msg["n"], timing.OutputChecksum(msg["seed"], self.device))
@@ -292,7 +342,8 @@ class Worker:
     def op_recheck(self, msg: dict) -> dict:
         """New values written into the timing buffers (same addresses), checked trials again."""
         _fn, ring, _n = self.timing_state
-        bufsets = ring.overwrite(msg["inputs"])
+        self.pending = []
+        bufsets = ring.overwrite([[share.open_tree(d) for d in s] for s in msg["inputs"]])
         self.prev_outputs = None
         results = [self._checked_trial(bufs, msg.get("out_bytes", [])) for bufs in bufsets[: len(msg["inputs"])]]
         return {"trials": results, "integrity": self._integrity()}
