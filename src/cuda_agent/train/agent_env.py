@@ -25,9 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..sandbox import Verdict
-from ..sandbox.reward import REWARDS
-from ..sandbox.verdict import HARNESS_ERROR
+from ..sandbox.reward import outcome_reward
 from ..tasks import Task
 from .evaluator import Evaluator, LocalEvaluator
 
@@ -137,12 +135,8 @@ class AgentSession:
         return self.env.best.verdict if self.env.best else None
 
     def reward(self) -> float | None:
-        v = self.best_verdict()
-        if v is None:
-            last = self.verdicts[-1] if self.verdicts else None
-            return None if last is not None and last.get("verdict") == HARNESS_ERROR else -1.0
-        r = REWARDS[self.config.reward_kind](Verdict.from_dict(v))
-        return None if r is None else float(r)
+        return outcome_reward(self.best_verdict(), self.verdicts[-1] if self.verdicts else None,
+                              self.config.reward_kind)
 
     def close(self) -> None:
         if not self.config.keep_workspaces:
