@@ -227,3 +227,15 @@ def test_reject_and_flag_do_not_duplicate():
     v.reject("uses threads", "threads")
     v.reject("uses threads", "threads")
     assert v.verdict == REJECTED and v.reasons == ["uses threads"] and v.flags == ["threads"]
+
+
+def test_an_episodes_outcome_reward_leaves_out_an_episode_that_ended_on_a_harness_error():
+    from cuda_agent.sandbox.reward import outcome_reward
+
+    best = Verdict(verdict=CORRECT, speedup_vs_eager=2.0, speedup_vs_compile=2.0).to_dict()
+    harness = {"verdict": "harness_error"}
+    assert outcome_reward(best, harness) == 3.0  # a correct solution keeps its reward
+    assert outcome_reward(None, harness) is None  # nothing correct, and the harness failed last: left out
+    assert outcome_reward(None, {"verdict": "incorrect"}) == -1.0
+    assert outcome_reward(None, None) == -1.0  # never verified
+    assert outcome_reward(best, None, "speedup") == 2.0

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from .verdict import Verdict
+from .verdict import HARNESS_ERROR, Verdict
 
 FASTER_MARGIN = 1.05
 """'Faster' means more than 5% faster, as in the paper."""
@@ -65,3 +65,14 @@ REWARDS: dict[str, Callable[[Verdict], float | None]] = {
 
 def reward(v: Verdict, kind: str = "paper") -> float | None:
     return REWARDS[kind](v)
+
+
+def outcome_reward(best: dict | None, last: dict | None, kind: str = "paper") -> float | None:
+    """An episode's outcome reward from its verdicts (JSON form): the best correct solution's reward;
+    without one, -1, or None when the last verification was a harness_error (the episode is left
+    out of training: what failed was not the policy's kernel)."""
+    if best is not None:
+        return REWARDS[kind](Verdict.from_dict(best))
+    if last is not None and last.get("verdict") == HARNESS_ERROR:
+        return None
+    return -1.0
