@@ -100,13 +100,12 @@ def _write(path, text):
 
 def test_an_agentic_episode_ending_on_a_harness_error_is_left_out(tmp_path):
     pytest.importorskip("transformers")
-    from cuda_agent.train.agent_env import AgentSession, SessionConfig, tool_schemas
-    from cuda_agent.train.agentic import environment_class
+    from cuda_agent.train.agent_env import SessionConfig, start_episode
+    from cuda_agent.train.trl_env import CudaAgentEnv
 
     cfg = SessionConfig(run_root=str(tmp_path / "env"))
     evaluator = _Scripted()
-    env_cls = environment_class(tool_schemas(cfg), lambda row: AgentSession(SWISH, cfg, evaluator))
-    env = env_cls()
+    env = CudaAgentEnv(lambda row: start_episode(SWISH, cfg, evaluator))
     env.reset(prompt=[], task_name="swish")
     env.write_file(path="model_new.py", content=CHEAT["model_new.py"])
     assert '"verdict": "rejected"' in env.verify()

@@ -98,7 +98,8 @@ class Environment:
     def record_verdict(self, v: dict[str, Any], fingerprint: str, files: dict[str, bytes], path: Path) -> str:
         """Remember a verdict; keep the solution if it is the best so far. Returns a line for the agent."""
         self.verified[fingerprint] = v.get("verdict", "")
-        if REWARDS["speedup"](Verdict.from_dict(v)) > (self.best.score if self.best else -1.0):
+        score = REWARDS["speedup"](Verdict.from_dict(v))  # None: a harness_error, never a best
+        if score is not None and score > (self.best.score if self.best else -1.0):
             self.best = Best(v, fingerprint, {k: b.decode(errors="replace") for k, b in files.items()}, self.turn,
                              self.best_dir)
             tmp = self.best_dir.with_name("best.tmp")

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..sandbox import REWARDS, Verdict
+from ..sandbox.reward import outcome_reward
 from .backends import BackendError, Model, ModelReply, ReplayExhausted, ToolCall
 from .backends.toolcall_text import new_call_id
 from .config import AgentConfig
@@ -120,10 +120,13 @@ class Episode:
         return self.messages[-1]["content"]
 
     @property
-    def reward(self) -> float:
-        """The outcome reward (``config.reward_kind``) of the best verified solution; -1 without one."""
+    def reward(self) -> float | None:
+        """The outcome reward (``config.reward_kind``) of the best verified solution; -1 without one, or
+        None when the last verification was a harness_error (what failed was not the policy's kernel:
+        training leaves the episode out)."""
         best = self.env.best
-        return float(REWARDS[self.config.reward_kind](Verdict.from_dict(best.verdict))) if best else -1.0
+        last = self.verdicts[-1]["verdict"] if self.verdicts else None
+        return outcome_reward(best.verdict if best else None, last, self.config.reward_kind)
 
     # ------------------------------------------------------------------ the rules
     def check_limits(self) -> None:

@@ -98,17 +98,20 @@ class AgenticStage:
             run's metrics and one line each in ``rollouts.jsonl`` (tools called, reward, the end
             of the model's last message)."""
             submitted = [ep.ended is not None and ep.ended.ended_by == "submitted" for ep in episodes]
-            rewards = [ep.reward for ep in episodes]
+            scores = [ep.reward for ep in episodes]
+            rewards = [r for r in scores if r is not None]  # harness errors: left out, counted
             with open(rollouts, "a") as f:
                 for i, ep in enumerate(episodes):
-                    f.write(json.dumps({"task": ep.env.task.name, "reward": rewards[i], "submitted": submitted[i],
+                    f.write(json.dumps({"task": ep.env.task.name, "reward": scores[i], "submitted": submitted[i],
                                         "calls": call_log(ep), "last_message": _last_text(completions, i)}) + "\n")
                     close_episode(ep, cfg.session)
+            if scores:
+                stats["harness_error_rate"] = sum(r is None for r in scores) / len(scores)
             if rewards:
                 from .rlmath import reward_distribution
 
                 stats.update(sandbox_reward_mean=sum(rewards) / len(rewards),
-                             pass_rate=sum(r > 0 for r in rewards) / len(rewards),
+                             pass_rate=sum(r > 0 for r in rewards) / len(scores),
                              submit_rate=sum(submitted) / len(episodes),
                              verified_rate=sum(bool(s or ep.verdicts) for s, ep in zip(submitted, episodes)) / len(episodes),
                              **reward_distribution(rewards))

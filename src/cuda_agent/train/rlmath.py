@@ -15,14 +15,16 @@ from typing import Any
 import torch
 
 
-def outcome_reward(verdict: Any, kind: str = "paper") -> float:
+def outcome_reward(verdict: Any, kind: str = "paper") -> float | None:
     """The outcome reward of one episode: ``REWARDS[kind]`` of its Verdict (a Verdict or its
-    JSON dict). ``paper``: r in {-1, 1, 2, 3}; ``speedup``: t_compile / t; ``log_speedup``."""
+    JSON dict). ``paper``: r in {-1, 1, 2, 3}; ``speedup``: t_compile / t; ``log_speedup``.
+    None for a harness_error: such an episode says nothing about the policy and is left out."""
     from ..sandbox import REWARDS, Verdict
 
     if isinstance(verdict, Mapping):
         verdict = Verdict.from_dict(dict(verdict))
-    return float(REWARDS[kind](verdict))
+    r = REWARDS[kind](verdict)
+    return None if r is None else float(r)
 
 
 def explained_variance(y_pred: Sequence[float] | torch.Tensor, y_true: Sequence[float] | torch.Tensor) -> float:

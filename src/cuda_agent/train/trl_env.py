@@ -33,15 +33,18 @@ class CudaAgentEnv:
     agent's schema (what the RFT data shows) does not have."""
 
     def __init__(self, start=None):
-        self._start, self.episode, self.final_reward = start, None, None
+        self._start, self.episode, self.final_reward, self.scored = start, None, None, False
 
     def reset(self, **row: Any) -> None:
-        self.episode, self.final_reward = self._start(row), None
+        self.episode, self.final_reward, self.scored = self._start(row), None, False
         return None  # the prompt row already holds the agent's task message
 
-    def get_reward(self) -> float:
-        if self.final_reward is None:
+    def get_reward(self) -> float | None:
+        """The episode's reward; None after a harness_error (TRL then leaves the rollout out: an
+        unscorable sample gets no advantage, see tests/test_train_harness_error.py)."""
+        if not self.scored:
             self.final_reward = self.episode.reward if self.episode is not None else -1.0
+            self.scored = True
         return self.final_reward
 
     def _call(self, name: str, **arguments: Any) -> str:

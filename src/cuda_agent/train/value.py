@@ -48,6 +48,7 @@ class ValueStage:
             for ep in episodes:
                 if ep.verdict:
                     ep.reward = outcome_reward(ep.verdict, cfg.reward_kind)
+        episodes = [ep for ep in episodes if ep.reward is not None]  # harness errors: no value target
         out = []
         for row in value_rows(episodes):
             ids, mask = assistant_token_mask(tokenizer, row["messages"], row["tools"], cfg.max_length)

@@ -134,6 +134,8 @@ async def run_episode(generate: Generate, tokenizer, episode: Episode, sampling_
     for name in ("response_ids", "response_mask", "response_logprobs"):
         if getattr(out, name) is not None:
             setattr(out, name, getattr(out, name)[:response_length])
-    out.ended_by, out.reward = out.record["ended_by"], out.record["reward"]
-    out.metrics = {"generate_s": t_gen, "step_s": t_step, "verified": float(bool(episode.verdicts))}
+    reward = out.record["reward"]
+    out.ended_by, out.reward = out.record["ended_by"], -1.0 if reward is None else reward  # verl needs a number
+    out.metrics = {"generate_s": t_gen, "step_s": t_step, "verified": float(bool(episode.verdicts)),
+                   "harness_error": float(reward is None)}
     return out
