@@ -28,12 +28,12 @@ from .baselines import Baseline, BaselineStore
 from .build import BuildResult, build, inline_env, resolve_arch
 from .compare import compare, is_precision_downgrade
 from .config import SandboxConfig
-from .gpu import GpuLock, no_gpu_reason
+from .gpu import GpuLock, no_gpu_reason, rehearsal
 from .logs import trim_traceback
 from .process import BadReply, WorkerDied, WorkerError, WorkerProcess, WorkerTimeout, start_worker
 from .reward import paper_reward
 from .solution import REFERENCE, Solution, reference_solution
-from .static import check_solution, rejecting
+from .static import BROKEN, KERNELBENCH, NO_MODEL_NEW, check_solution, rejecting
 from .verdict import COMPILE_ERROR, CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR, TIMEOUT, Verdict
 
 # Kernels a candidate may launch besides its own: vendor GEMM/conv libraries, memsets and
@@ -71,6 +71,7 @@ def evaluate(task: Task, solution: Solution | None, config: SandboxConfig | None
         solution = reference_solution(task.path) if task.path else Solution(REFERENCE, Path(task.name))
     v = Verdict(task=task.name, solution=solution.to_str())
     v.precision = {"mode": config.precision}
+    v.rules = config.rules
     t0 = time.perf_counter()
     try:
         _Evaluation(task, solution, config, v).run()
@@ -207,7 +208,7 @@ class _Evaluation:
             labels = [f"re-check {i} after timing (new values in the timed buffers)" for i in good_recheck]
             if not self._judge(rc, [ref_recheck[i]["output"] for i in good_recheck], labels, after_timing=True):
                 return
-        if cfg.profile:
+        if cfg.profile or cfg.rules == KERNELBENCH:  # kernelbench: the census proves own kernels ran
             if not self._census():
                 return
         self._speedups(timed)
@@ -222,14 +223,14 @@ class _Evaluation:
 
     def _static(self) -> bool:
         v = self.v
-        findings = check_solution(self.solution, calibrate=self.config.calibrate)
+        findings = check_solution(self.solution, calibrate=self.config.calibrate, rules=self.config.rules)
         v.static_findings = [f.to_dict() for f in findings]
-        broken = [f for f in findings if f.rule in ("syntax", "layout")]
+        broken = [f for f in findings if f.rule in {r.id for r in BROKEN}]
         if broken:
             v.fail(COMPILE_ERROR, broken[0].message)
             v.log = "\n".join(str(f) for f in broken)
             return False
-        rejects = rejecting(findings) if self.config.static_rules else []
+        rejects = [f for f in rejecting(findings) if self.config.static_rules or f.rule == NO_MODEL_NEW.id]
         if rejects:
             v.verdict = REJECTED
             for f in rejects:
@@ -303,7 +304,7 @@ class _Evaluation:
         if not self._integrity_ok(cand, "during forward"):
             return False
         for trial, ref, label in zip(cand["trials"], refs, labels):
-            if trial["violations"]:
+            if trial["violations"] and cfg.rules != KERNELBENCH:  # kernelbench: torch ops may run in forward
                 v.reject(f"{label}: forward ran torch operators that compute: {', '.join(trial['violations'][:8])}; "
                          "only allocation, views and the candidate's own kernels are allowed", "torch_compute")
                 return False
@@ -504,12 +505,26 @@ class _Evaluation:
         if not self.config.strict or self.config.calibrate:
             return True
         own = self._own_kernel_names()
+        if self.config.rules == KERNELBENCH:
+            return self._own_kernels_ran(kernels, own) and self._integrity_ok(prof, "while profiling")
         foreign = [k["name"] for k in kernels if not _allowed_kernel(k["name"], own)]
         if foreign:
             self.v.reject("forward launched kernels that are neither the candidate's nor cuBLAS/cuDNN: "
                           + "; ".join(n[:100] for n in foreign[:5]), "torch_compute")
             return False
         return self._integrity_ok(prof, "while profiling")
+
+    def _own_kernels_ran(self, kernels: list[dict], own: set[str]) -> bool:
+        """Under the kernelbench rules torch may compute in forward, but some of the work must be the
+        candidate's own: at least one of its kernels must run."""
+        if rehearsal():  # no CUDA kernels to take a census of on the CPU
+            return True
+        if any(re.search(rf"\b{re.escape(n)}\b", k["name"]) for k in kernels for n in own):
+            return True
+        self.v.reject("none of the solution's own kernels ran during forward "
+                      f"({', '.join(sorted(own)[:5]) or 'it defines no __global__ kernel'}); under the kernelbench "
+                      "rules torch may help, but a custom kernel must do part of the work", "no_custom_kernel")
+        return False
 
     def _own_kernel_names(self) -> set[str]:
         names = set()

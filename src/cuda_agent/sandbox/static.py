@@ -24,6 +24,7 @@ import functools
 import re
 from dataclasses import asdict, dataclass
 
+from .config import RULE_SETS
 from .reach import INIT_METHODS, Reach, binds_model_new, reach
 from .solution import REFERENCE, WORKSPACE, Solution, SolutionError
 
@@ -31,10 +32,8 @@ REJECT = "reject"
 WARN = "warn"
 SANCTIONED_METHODS = INIT_METHODS
 
-CUDA_AGENT = "cuda-agent"
-KERNELBENCH = "kernelbench"
-RULE_SETS = (CUDA_AGENT, KERNELBENCH)
-"""``cuda-agent`` (the default, the paper's): forward is the candidate's own CUDA, torch may only
+CUDA_AGENT, KERNELBENCH = RULE_SETS
+"""The rule sets (SandboxConfig.rules). ``cuda-agent`` (the default, the paper's): forward is the candidate's own CUDA, torch may only
 allocate and reshape. ``kernelbench``: torch ops and layers may run in forward beside the
 candidate's kernels (KernelBench's own rules); every rule against cheating still applies."""
 
@@ -61,7 +60,7 @@ NO_MODEL_NEW = Rule("no_model_new", REJECT, "a model file that binds no ModelNew
                     "ModelNew = SomeClass or an import of it)", "the harness instantiates ModelNew")
 TORCH_COMPUTE = Rule("torch_compute", REJECT, "torch operators, nn layers, @, .cpu()/.numpy() or torch.compile in "
                      "forward and the code it calls; at::/torch:: compute and the dispatcher in C++",
-                     "the work must be the candidate's own CUDA (allowed in initialization code)", (CUDA_AGENT,))
+                     "the work must be the candidate's own CUDA; torch may compute in initialization code", (CUDA_AGENT,))
 FALLBACK = Rule("fallback", REJECT, "torch compute in an except branch",
                 "a kernel that fails over to torch hides its failures behind a correct answer")
 PRIVATE_TORCH = Rule("private_torch", REJECT, "torch internals (torch._*, torch.library, torch.fx, the profiler) "

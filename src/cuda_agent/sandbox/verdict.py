@@ -44,6 +44,8 @@ class Verdict:
     speedup_vs_compile: float | None = None
     reward: float = -1.0
     precision: dict[str, Any] = field(default_factory=dict)
+    rules: str = "cuda-agent"
+    """The rule set it was judged under (SandboxConfig.rules): 'cuda-agent' or 'kernelbench'."""
     build_s: float | None = None
     eval_s: float | None = None
     baseline_s: float | None = None
