@@ -196,8 +196,9 @@ class Bench:
         want = {"mode": cfg.mode, "precision": cfg.sandbox.precision, "rules": cfg.sandbox.rules,
                 "kernelbench": str(Path(cfg.kernelbench).resolve())}
         for key, value in want.items():
-            if existing and existing.get(key, LEGACY_CONFIG.get(key)) != value:
-                raise BenchError(f"--out {run.root} holds a run with {key} {existing.get(key)!r}; this command asks "
+            held = existing.get(key, LEGACY_CONFIG.get(key)) if existing else value
+            if held != value:
+                raise BenchError(f"--out {run.root} holds a run with {key} {held!r}; this command asks "
                                  f"for {value!r}: give another --out directory")
         import torch
 

@@ -191,8 +191,8 @@ OptionalCUDAGuard DeviceGuard CUDAStream get_device get_device_index data_ptr
 """.split())
 
 FORBIDDEN_IMPORTS = {
-    "threading": "threads", "_thread": "threads", "multiprocessing": "processes",
-    "concurrent": "threads", "subprocess": "processes", "asyncio": "threads",
+    "threading": "starts threads", "_thread": "starts threads", "multiprocessing": "starts processes",
+    "concurrent": "starts threads", "subprocess": "starts processes", "asyncio": "runs tasks concurrently",
     "ctypes": "native calls outside the build", "cffi": "native calls outside the build",
     "gc": "reaching other objects", "inspect": "reaching other frames", "signal": "signals",
     "socket": "network", "pickle": "serialization hooks", "marshal": "code objects",
@@ -300,7 +300,7 @@ class _PyChecker(ast.NodeVisitor):
         top = module.split(".")[0]
         if module in FORBIDDEN_IMPORTS or top in FORBIDDEN_IMPORTS:
             why = FORBIDDEN_IMPORTS.get(module) or FORBIDDEN_IMPORTS[top]
-            rule = THREADS if why in ("threads", "processes") else FORBIDDEN_IMPORT
+            rule = THREADS if why.startswith(("starts", "runs")) else FORBIDDEN_IMPORT
             self.add(node, rule, f"imports {module} ({why}); not allowed in a solution")
         elif top in OTHER_FRAMEWORKS:
             self.add(node, OTHER_FRAMEWORK, f"imports {module}: solutions are CUDA C++; other kernel "
@@ -781,6 +781,10 @@ def check_solution(solution: Solution, calibrate: bool = False, rules: str = CUD
     model_file = solution.model_file
     if model_file.is_file() and not any(f.rule == SYNTAX.id for f in findings):
         if not binds_model_new(ast.parse(solution.read(model_file)))[0]:
+            # no ModelNew, no forward: nothing in the file runs with inputs, so only this is worth saying
+            # (and the other rules against tampering)
+            shown = solution.display(model_file)
+            findings = [f for f in findings if not (f.file == shown and f.rule in (TORCH_COMPUTE.id, FALLBACK.id))]
             findings.append(finding(NO_MODEL_NEW, solution.display(model_file), 0,
                                     "defines no ModelNew: the harness instantiates ModelNew, so the file needs "
                                     "class ModelNew(nn.Module) (or ModelNew = YourClass)"))
