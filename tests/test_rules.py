@@ -330,3 +330,28 @@ def test_reports_count_no_solution_apart_and_state_the_rule_set(tmp_path):
     assert "rules: kernelbench" in md
     assert "| L1_1 | 0 | 1_problem | evaluated | no_solution |" in paths["tasks"].read_text()
     assert ">no_solution</th>" in paths["html"].read_text()
+
+
+def test_the_corpus_stages_as_kernelbench_and_its_generations(tmp_path):
+    """benchmarks/rules_corpus.py's layout: one level-1 problem per solution, found by bench as KernelBench
+    generations; its comparison flags a wrong verdict and a missing flag."""
+    from cuda_agent.bench.corpus import compare, stage
+    from cuda_agent.bench.sources import find_solutions, select_tasks
+
+    staged = stage(SOLUTIONS, tmp_path)
+    tasks, _ = select_tasks(staged.kernelbench, [1], None)
+    found = find_solutions(staged.solutions)
+    assert {t.name for t in tasks} == set(staged.files) == {t for t, _ in found.solutions}
+    assert set(staged.files.values()) == set(EXPECTED)
+    for task in tasks:
+        name = staged.files[task.name]
+        assert task.source == (SOLUTIONS / "kb_tasks" / EXPECTED[name]["task"]).read_text()
+        assert found.solutions[(task.name, 0)].read_text() == (SOLUTIONS / name).read_text()
+    exact = {t: {"verdict": EXPECTED[n]["kernelbench"]["verdict"], "flags": [EXPECTED[n]["kernelbench"]["flag"]]}
+             for t, n in staged.files.items()}
+    assert compare(EXPECTED, staged, "kernelbench", exact) == []
+    wrong = dict(exact)
+    thread = next(t for t, n in staged.files.items() if n == "kb_cheat_thread.py")
+    wrong[thread] = {"verdict": "rejected", "flags": ["monkey_patch"]}
+    [m] = compare(EXPECTED, staged, "kernelbench", wrong)
+    assert m.file == "kb_cheat_thread.py" and "expected rejected with flag threads" in str(m)

@@ -39,14 +39,16 @@ torch::Tensor relu_forward(torch::Tensor x) {
     auto y = torch::empty_like(x);
     int n = x.numel();
     if (n == 0) return y;
-    int n4 = n / 4;
+    bool aligned = (reinterpret_cast<uintptr_t>(x.data_ptr<float>()) % 16 == 0) &&
+                   (reinterpret_cast<uintptr_t>(y.data_ptr<float>()) % 16 == 0);
+    int n4 = aligned ? n / 4 : 0;
     if (n4 > 0) {
         relu_vec4_kernel<<<(n4 + 255) / 256, 256>>>(
             reinterpret_cast<const float4*>(x.data_ptr<float>()), reinterpret_cast<float4*>(y.data_ptr<float>()), n4);
     }
     int start = n4 * 4;
     if (start < n) {
-        relu_tail_kernel<<<1, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), start, n);
+        relu_tail_kernel<<<(n - start + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), start, n);
     }
     return y;
 }
