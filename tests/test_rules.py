@@ -355,3 +355,21 @@ def test_the_corpus_stages_as_kernelbench_and_its_generations(tmp_path):
     wrong[thread] = {"verdict": "rejected", "flags": ["monkey_patch"]}
     [m] = compare(EXPECTED, staged, "kernelbench", wrong)
     assert m.file == "kb_cheat_thread.py" and "expected rejected with flag threads" in str(m)
+
+
+def test_init_of_a_model_new_defined_inside_a_try_block_is_still_init_code():
+    src = """
+    try:
+        import ninja
+    except ImportError:
+        ninja = None
+    if True:
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Parameter(torch.randn(4, 4) @ torch.randn(4, 4))
+
+            def forward(self, x):
+                return cuda_ext.f(x, self.w)
+    """
+    assert found(src) == []

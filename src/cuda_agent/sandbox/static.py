@@ -376,7 +376,8 @@ class _PyChecker(ast.NodeVisitor):
             return
         in_class = bool(self.class_stack) and (not self.func_stack)
         # initialization code (see reach.py): __init__/prepare and what only they call, directly
-        sanctioned = not self.func_stack and len(self.class_stack) <= 1 and id(node) in self.reach.init_code
+        sanctioned = (not self.func_stack and len(self.class_stack) <= 1 and id(node) in self.reach.init_code) or (
+            in_class and node.name in SANCTIONED_METHODS and self.class_stack[-1] in self.module_classes)
         if node.name in ("__torch_function__", "__torch_dispatch__"):
             self.add(node, LAZY_TENSOR, f"defines {node.name}: intercepting torch dispatch is not allowed")
         if in_class and node.name in ("__getattribute__", "__setattr__", "__getattr__", "__call__"):
