@@ -373,3 +373,36 @@ def test_init_of_a_model_new_defined_inside_a_try_block_is_still_init_code():
                 return cuda_ext.f(x, self.w)
     """
     assert found(src) == []
+
+
+# ----------------------------------------------------------------------------- evaluation, rehearsed on the CPU
+
+@pytest.mark.nvcc
+def test_torch_ops_in_forward_are_rejected_by_the_dispatch_guard_only_under_cuda_agent(monkeypatch, tmp_path_factory,
+                                                                                     tmp_path):
+    """A forward that adds torch arithmetic to its own kernel's output (nothing a static rule sees: `*` and `+`)
+    is rejected by the dispatch guard under cuda-agent and correct under kernelbench, where the census
+    (skipped in a rehearsal) runs instead, with profile off."""
+    import shutil
+
+    from .conftest import TASKS
+
+    monkeypatch.setenv("CUDA_AGENT_REHEARSAL", "cpu")
+    ws = tmp_path / "ws"
+    shutil.copytree(SOLUTIONS / "rehearsal_swish_cpu", ws)
+    (ws / "model_new.py").write_text("import torch\nimport torch.nn as nn\n\nimport cuda_ext\n\n\n"
+                                     "class ModelNew(nn.Module):\n    def forward(self, x):\n"
+                                     "        return cuda_ext.ew(x.contiguous()) + torch.zeros_like(x) * x\n")
+    cache = tmp_path_factory.getbasetemp() / "rehearsal_cache"
+    verdicts = {}
+    for rules in RULE_SETS:
+        assert rejected_by(check_solution(load_solution(ws), rules=rules)) == []
+        verdicts[rules] = evaluate(load_task(TASKS / "swish_small.py"), load_solution(ws),
+                                   SandboxConfig(cache_dir=cache, rep_ms=20.0, warmup_ms=5.0, run_timeout_s=120.0,
+                                                 profile=False, rules=rules))
+    v = verdicts["cuda-agent"]
+    assert (v.verdict, v.flags, v.rules) == ("rejected", ["torch_compute"], "cuda-agent"), (v.reasons, v.log)
+    assert "aten.mul" in v.reasons[0]
+    v = verdicts[KERNELBENCH]
+    assert (v.verdict, v.rules) == ("correct", KERNELBENCH), (v.verdict, v.reasons, v.log)
+    assert "torch_compute" not in v.flags and "profile" in v.timing  # the census ran although profile is off
