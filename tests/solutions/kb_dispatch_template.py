@@ -5,7 +5,8 @@ from torch.utils.cpp_extension import load_inline
 cuda_source = """
 #include <torch/extension.h>
 #include <ATen/ATen.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAException.h>
 
 template <typename scalar_t>
 __global__ void __launch_bounds__(256) relu_kernel(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
@@ -24,7 +25,7 @@ at::Tensor relu_dispatch(const at::Tensor& input) {
     const int64_t numel = in.numel();
     const int threads = 256;
     const int blocks = (numel + threads - 1) / threads;
-    auto stream = at::cuda::getCurrentCUDAStream();
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     AT_DISPATCH_FLOATING_TYPES_AND_HALF(in.scalar_type(), "relu_dispatch", ([&] {
         relu_kernel<scalar_t><<<blocks, threads, 0, stream>>>(in.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), numel);
     }));

@@ -63,7 +63,7 @@ TORCH_COMPUTE = Rule("torch_compute", REJECT, "torch operators, nn layers, @, .c
                      "the work must be the candidate's own CUDA; torch may compute in initialization code", (CUDA_AGENT,))
 FALLBACK = Rule("fallback", REJECT, "torch compute in an except branch",
                 "a kernel that fails over to torch hides its failures behind a correct answer")
-PRIVATE_TORCH = Rule("private_torch", REJECT, "torch internals (torch._*, torch.library, torch.fx, the profiler) "
+PRIVATE_TORCH = Rule("private_torch", REJECT, "torch internals (`torch._*`, torch.library, torch.fx, the profiler) "
                      "outside initialization code", "they reach the dispatcher and the harness's guards")
 THREADS = Rule("threads", REJECT, "threads and processes (threading, multiprocessing, subprocess, os.fork, "
                "std::thread, pthread_create, OpenMP)", "work outside the timed stream escapes the clocks")
@@ -74,12 +74,12 @@ OTHER_FRAMEWORK = Rule("other_framework", REJECT, "other kernel frameworks and k
 DELEGATES = Rule("delegates_to_reference", REJECT, "importing, subclassing or calling the reference Model",
                  "the reference's own code would be timed as the solution")
 HARNESS_ACCESS = Rule("harness_access", REJECT, "importing cuda_agent", "the harness judges the candidate")
-LAZY_TENSOR = Rule("lazy_tensor", REJECT, "torch.Tensor subclasses, __torch_function__/__torch_dispatch__",
+LAZY_TENSOR = Rule("lazy_tensor", REJECT, "torch.Tensor subclasses, `__torch_function__`/`__torch_dispatch__`",
                    "tensor subclasses can defer or fake work")
 MONKEY_PATCH = Rule("monkey_patch", REJECT, "assigning to module attributes, setattr, exec/eval, dunder access "
-                    "(__dict__, __globals__, frames), sys.modules/settrace, writing files",
+                    "(`__dict__`, `__globals__`, frames), sys.modules/settrace, writing files",
                     "patching torch, the timers or the checker")
-MODULE_OVERRIDE = Rule("module_override", WARN, "overriding __getattribute__/__setattr__/__getattr__/__call__ on "
+MODULE_OVERRIDE = Rule("module_override", WARN, "overriding `__getattribute__`/`__setattr__`/`__getattr__`/`__call__` on "
                        "a module", "ModelNew is called through nn.Module.__call__ -> forward")
 SIDE_STREAM = Rule("side_stream", REJECT, "torch.cuda.Stream, cudaStreamCreate*, host callbacks",
                    "work on another stream escapes the timed stream")
