@@ -42,14 +42,14 @@ def built(cache_dir):
     with ThreadPoolExecutor(8) as pool:
         results = dict(zip(names, pool.map(lambda n: build(load_solution(SOLUTIONS / n), config(cache_dir, "cuda-agent")),
                                            names)))
-    failed = {n: r.log[-800:] for n, r in results.items() if not r.ok}
-    assert not failed, failed
-    return results
+    return results  # each test asserts its own build, so one broken file fails one test
 
 
 @pytest.mark.parametrize("name,rules", CASES, ids=[f"{n[:-3]}-{r}" for n, r in CASES])
 def test_corpus_verdicts_per_rule_set(built, cache_dir, name, rules):
     want = EXPECTED[name][rules]
+    if name in built:
+        assert built[name].ok, built[name].log[-3000:]
     task = load_task(SOLUTIONS / "kb_tasks" / EXPECTED[name]["task"])
     v = evaluate(task, load_solution(SOLUTIONS / name), config(cache_dir, rules))
     print(f"\n{name} [{rules}]: {v.verdict} flags={v.flags} ms={v.ms} eager={v.eager_ms} rel_err={v.rel_err}\n"
