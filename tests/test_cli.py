@@ -52,11 +52,12 @@ def cli(tmp_path_factory):
     return results
 
 
-def test_check_on_a_cheat_prints_rejected_and_exits_0(cli):
+def test_check_on_a_cheat_prints_rejected_and_exits_1(cli):
+    """Exit 1 on rejected (it was 0 until issue 16: scripts could not tell a cheat from a pass)."""
     r = cli["check_cheat"]
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0] == "verdict: rejected"
+    assert lines[0] == "verdict: rejected   rules: cuda-agent"
     assert any("[threads]" in ln and "model_new.py:1" in ln for ln in lines[1:]), r.stdout
 
 
@@ -64,7 +65,7 @@ def test_check_json_on_the_example_is_ok(cli):
     r = cli["check_json"]
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
-    assert result["verdict"] == "ok" and result["reasons"] == []
+    assert result["verdict"] == "ok" and result["reasons"] == [] and result["rules"] == "cuda-agent"
     assert result["solution"].startswith("workspace:")
 
 

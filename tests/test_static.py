@@ -85,9 +85,10 @@ def test_workspace_without_model_new_is_a_layout_problem(tmp_path):
     assert "layout" in rules(findings)
 
 
-def test_model_new_without_class_model_new_is_a_layout_problem(tmp_path):
+def test_model_new_without_model_new_is_rejected_as_no_model_new(tmp_path):
+    """Not a layout (compile_error) problem: the file is there and parses; it names no ModelNew."""
     (tmp_path / "model_new.py").write_text("import torch\n\nclass Model2(torch.nn.Module):\n    pass\n")
-    assert "layout" in rules(check_solution(load_solution(tmp_path)))
+    assert rules(check_solution(load_solution(tmp_path))) == {"no_model_new"}
 
 
 def test_syntax_error_is_reported_with_its_line():

@@ -49,6 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      help="stop once verified speedup_vs_compile exceeds this (default 1.05)")
     run.add_argument("--no-stop-at-target", action="store_true", help="keep going until submit or the budget ends")
     run.add_argument("--precision", choices=("fp32", "tf32"), default="fp32")
+    from ..sandbox.commands.check_cmd import add_rules_argument
+
+    add_rules_argument(run)
     run.add_argument("--device", type=int, default=0, help="GPU index for verify/profile")
     run.add_argument("--out", type=Path, default=None, help="output directory")
     run.add_argument("--trajectories", type=Path, default=None, help="also append the record to this JSONL")
@@ -89,7 +92,8 @@ def config_from_args(args: argparse.Namespace):
 
     config = AgentConfig(max_turns=args.max_turns, max_wall_s=args.max_wall_s, max_tokens=args.max_tokens,
                          target_speedup=None if args.no_stop_at_target else args.target_speedup,
-                         sandbox=SandboxConfig(precision=args.precision, device=args.device, spare_workers=2))
+                         sandbox=SandboxConfig(precision=args.precision, rules=args.rules, device=args.device,
+                                               spare_workers=2))
     if args.context_tokens:
         config.context.context_tokens = args.context_tokens
     return config

@@ -54,6 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("how it is judged")
     g.add_argument("--precision", choices=("fp32", "tf32"), default="fp32",
                    help="fp32 (default): strict FP32 baselines; tf32: baselines may use TF32")
+    from ..sandbox.commands.check_cmd import add_rules_argument
+
+    add_rules_argument(g)
     g.add_argument("--trials", type=int, default=5, help="correctness trials before timing (default 5)")
     g.add_argument("--no-baseline-cache", action="store_true", help="re-time eager and compile for every attempt")
     g.add_argument("--seed", type=int, default=None, help="seed of the trial inputs (default: fresh per attempt)")
@@ -124,7 +127,7 @@ def _run(args: argparse.Namespace) -> int:
         solutions=args.solutions, agent=agent, agent_argv=agent_argv, samples=args.samples, gpus=args.gpus,
         per_gpu=args.per_gpu, build_jobs=args.build_jobs, agent_jobs=args.agent_jobs,
         task_timeout_s=args.task_timeout, ray_address=args.ray, progress=not args.no_progress,
-        sandbox=SandboxConfig(precision=args.precision, num_trials=args.trials,
+        sandbox=SandboxConfig(precision=args.precision, rules=args.rules, num_trials=args.trials,
                               use_baseline_cache=not args.no_baseline_cache, seed=args.seed, spare_workers=2,
                               calibrate=args.calibrate),
         argv=sys.argv[1:], calibrate=args.calibrate)

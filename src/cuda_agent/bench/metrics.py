@@ -145,6 +145,17 @@ def split_name(level: int | None) -> str:
     return f"Level {level}" if level is not None else "Other"
 
 
+NO_SOLUTION = "no_solution"
+
+
+def verdict_category(verdict: dict[str, Any]) -> str:
+    """The verdict as reports count it: the sandbox's verdict, or ``no_solution`` for a task that had
+    nothing to evaluate (its failure record says compile_error, which reports must not count as one)."""
+    if NO_SOLUTION in (verdict.get("flags") or []):
+        return NO_SOLUTION
+    return verdict.get("verdict", "?")
+
+
 def summarize_levels(rows: Sequence[tuple[int | None, dict[str, Any]]]) -> list[Summary]:
     """``rows`` are (level, verdict dict). One Summary per level present, then ``Overall``
     over all rows pooled (weighted by task count)."""
@@ -153,10 +164,10 @@ def summarize_levels(rows: Sequence[tuple[int | None, dict[str, Any]]]) -> list[
         by_level.setdefault(level, []).append(verdict)
     order = sorted(by_level, key=lambda lv: (lv is None, lv or 0))
     out = [summarize(split_name(lv), [Attempt.from_verdict(v) for v in by_level[lv]],
-                     [v.get("verdict", "?") for v in by_level[lv]]) for lv in order]
+                     [verdict_category(v) for v in by_level[lv]]) for lv in order]
     everything = [v for _, v in rows]
     out.append(summarize("Overall", [Attempt.from_verdict(v) for v in everything],
-                         [v.get("verdict", "?") for v in everything]))
+                         [verdict_category(v) for v in everything]))
     return out
 
 
@@ -200,7 +211,10 @@ def calibrated_share(rows: Sequence[CalibrationRow]) -> float:
 DEFINITIONS = """\
 - One attempt is one (task, sample) result; with one sample per task, an attempt is a task.
 - **Pass Rate**: correct attempts / all attempts. No solution, compile error, crash, timeout, wrong output
-  and rejected (a cheat caught by the honesty checks) all count as not passed.
+  and rejected (a cheat caught by the honesty checks) all count as not passed. Verdict counts show
+  `no_solution` (nothing to evaluate for the task) apart from `compile_error`.
+- **Rules**: `cuda-agent` (the paper's: forward runs only the solution's own kernels) or `kernelbench`
+  (torch ops and layers may run in forward beside at least one of the solution's own kernels).
 - **Faster Rate vs. Eager / Compile** (the paper's): attempts that are correct AND more than 5% faster than
   PyTorch eager / torch.compile (speed-up > 1.05), over all attempts. *Strict* columns use speed-up > 1.0.
 - **Speed-up vs. Eager / Compile** (the paper's): geometric mean of `baseline_ms / kernel_ms` over the

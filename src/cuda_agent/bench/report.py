@@ -30,13 +30,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .metrics import (BASELINES, CALIBRATION_TOLERANCE, DEFINITIONS, FAST_P, CalibrationRow, Summary,
-                      calibrated_share, calibration_row, split_name, summarize_levels)
+from .metrics import (BASELINES, CALIBRATION_TOLERANCE, DEFINITIONS, FAST_P, NO_SOLUTION, CalibrationRow, Summary,
+                      calibrated_share, calibration_row, split_name, summarize_levels, verdict_category)
 from .store import Result, load_run
 
-VERDICT_ORDER = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "harness_error")
+VERDICT_ORDER = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "harness_error",
+                 NO_SOLUTION)
 VERDICT_COLORS = {"correct": "#2e7d32", "incorrect": "#c62828", "rejected": "#6a1b9a", "compile_error": "#ef6c00",
-                  "runtime_error": "#ad1457", "timeout": "#5d4037", "harness_error": "#607d8b"}
+                  "runtime_error": "#ad1457", "timeout": "#5d4037", "harness_error": "#607d8b", NO_SOLUTION: "#9e9e9e"}
 RUN_COLORS = ("#1565c0", "#ef6c00", "#2e7d32", "#6a1b9a", "#c62828", "#00838f")
 TABLE1_COLUMNS = ("Split", "Tasks", "Pass Rate", "Faster Rate vs. Eager", "Faster Rate vs. Compile",
                   "Speed-up vs. Eager", "Speed-up vs. Compile")
@@ -59,6 +60,12 @@ class RunData:
         modes = {(r.verdict.get("precision") or {}).get("mode") for r in self.results}
         modes |= {self.config.get("precision")}
         return sorted(m for m in modes if m)
+
+    @property
+    def rule_sets(self) -> list[str]:
+        """The rule sets its verdicts were judged under (runs before --rules: cuda-agent)."""
+        sets = {r.verdict.get("rules") for r in self.results} | {self.config.get("rules", "cuda-agent")}
+        return sorted(s for s in sets if s)
 
     @property
     def gpus(self) -> list[str]:
@@ -204,7 +211,8 @@ def environment_lines(run: RunData) -> list[str]:
     return [(f"- run `{run.name}`: `{run.path}`, mode {run.config.get('mode', '?')}, "
             f"{len(run.results)} attempts, started {started[0] if started else '?'}"),
             f"- GPU: {', '.join(run.gpus) or 'none recorded (no attempt reached the GPU)'}",
-            f"- torch: {', '.join(run.torch_versions) or '?'}   precision mode: {', '.join(run.precisions) or '?'}"]
+            f"- torch: {', '.join(run.torch_versions) or '?'}   precision mode: {', '.join(run.precisions) or '?'}"
+            f"   rules: {', '.join(run.rule_sets)}"]
 
 
 def first_reason(r: Result) -> str:
@@ -224,7 +232,7 @@ def tasks_markdown(run: RunData) -> str:
     rows = []
     for r in run.results:
         v = r.verdict
-        rows.append([r.task, str(r.sample), r.title or "", r.status, v.get("verdict", "?"), num(v.get("reward"), "g"),
+        rows.append([r.task, str(r.sample), r.title or "", r.status, verdict_category(v), num(v.get("reward"), "g"),
                      num(v.get("ms")), num(v.get("eager_ms")), num(v.get("compile_ms")),
                      speed(v.get("speedup_vs_eager")), speed(v.get("speedup_vs_compile")),
                      ", ".join(v.get("flags") or []), first_reason(r)])
@@ -538,7 +546,7 @@ def _tasks_html(run: RunData, out_dir: Path, compare: list[RunData]) -> str:
     rows = []
     for r in run.results:
         v = r.verdict
-        verdict = v.get("verdict", "?")
+        verdict = verdict_category(v)
         link = run.path / "tasks" / r.task / f"sample_{r.sample}" / "verdict.json"
         rel = os.path.relpath(link, out_dir)
         cell = (f'<a href="{esc(rel)}"><span class="verdict" style="color:{VERDICT_COLORS.get(verdict, "#222")}">'
@@ -550,7 +558,7 @@ def _tasks_html(run: RunData, out_dir: Path, compare: list[RunData]) -> str:
             other = o.get(r.key)
             row.append("-" if other is None else
                        (speed(other.verdict.get("speedup_vs_compile")) if other.verdict.get("verdict") == "correct"
-                        else esc(other.verdict.get("verdict", "?"))))
+                        else esc(verdict_category(other.verdict))))
         row += [f'<span class="flags">{esc(", ".join(v.get("flags") or []))}</span>',
                 f'<div class="reason">{esc(first_reason(r))}</div>']
         rows.append(row)

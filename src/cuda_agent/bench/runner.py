@@ -44,6 +44,9 @@ from .policy import Episode, Solver, load_solver
 from .sources import BenchError, find_solutions, select_tasks
 from .store import FORMAT_VERSION, NO_SOLUTION, Result, ResultsDB, RunDir
 
+LEGACY_CONFIG = {"rules": "cuda-agent"}
+"""What a bench.json written before a key existed meant by its absence (runs before --rules: cuda-agent)."""
+
 GPU, CPU = "gpu", "cpu"
 MAX_COPY_BYTES = 20 << 20
 COPY_IGNORE = ("__pycache__", ".git", "build")
@@ -206,11 +209,12 @@ class Bench:
     def _open(self) -> None:
         cfg, run = self.cfg, self.run_dir
         existing = run.read_config()
-        want = {"mode": cfg.mode, "precision": cfg.sandbox.precision,
+        want = {"mode": cfg.mode, "precision": cfg.sandbox.precision, "rules": cfg.sandbox.rules,
                 "kernelbench": str(Path(cfg.kernelbench).resolve())}
         for key, value in want.items():
-            if existing and existing.get(key) != value:
-                raise BenchError(f"--out {run.root} holds a run with {key} {existing.get(key)!r}; this command asks "
+            held = existing.get(key, LEGACY_CONFIG.get(key)) if existing else value
+            if held != value:
+                raise BenchError(f"--out {run.root} holds a run with {key} {held!r}; this command asks "
                                  f"for {value!r}: give another --out directory")
         import torch
 
@@ -356,13 +360,15 @@ class Bench:
         """CPU when the sandbox will answer without a GPU (static rejection, failed build);
         else build now, so the GPU lane finds the library in the cache."""
         from ..sandbox import build, check_solution, load_solution, rejecting
+        from ..sandbox.static import BROKEN, NO_MODEL_NEW
 
         try:
             solution = load_solution(path)
-            findings = check_solution(solution)
-            if any(f.rule in ("syntax", "layout") for f in findings):
+            findings = check_solution(solution, rules=self.cfg.sandbox.rules)
+            if any(f.rule in {r.id for r in BROKEN} for f in findings):
                 return CPU
-            if self.cfg.sandbox.static_rules and rejecting(findings):
+            if rejecting(findings) and (self.cfg.sandbox.static_rules
+                                        or any(f.rule == NO_MODEL_NEW.id for f in findings)):
                 return CPU
             with self._build_locks_guard:
                 lock = self._build_locks.setdefault(solution.fingerprint(), threading.Lock())
@@ -436,7 +442,7 @@ class Bench:
                 verdict["solution"] = f"{'workspace' if item.solution.is_dir() else 'file'}:{item.solution}"
         else:
             status = NO_SOLUTION if reply["status"] == NO_SOLUTION else ERROR
-            verdict = failure_verdict(item, reply)
+            verdict = failure_verdict(item, reply, self.cfg.sandbox.rules)
         meta = item.task.meta
         result = Result(task=item.task.name, sample=item.sample, status=status, verdict=verdict,
                         level=meta.get("level"), problem_id=meta.get("problem_id"), title=meta.get("title"),
@@ -471,11 +477,12 @@ def _first_reason(reply: dict[str, Any]) -> str:
     return " ".join(str(reasons[0]).split())[:200]
 
 
-def failure_verdict(item: Item, reply: dict[str, Any]) -> dict[str, Any]:
-    """A failed Verdict for an attempt the sandbox could not judge (the defaults mean failed)."""
+def failure_verdict(item: Item, reply: dict[str, Any], rules: str = "cuda-agent") -> dict[str, Any]:
+    """A failed Verdict for an attempt the sandbox could not judge (the defaults mean failed).
+    Reports count a missing solution as its own category, ``no_solution`` (metrics.verdict_category)."""
     from ..sandbox import Verdict
 
-    v = Verdict(task=item.task.name, solution=str(item.solution or item.source or ""))
+    v = Verdict(task=item.task.name, solution=str(item.solution or item.source or ""), rules=rules)
     if reply["status"] == NO_SOLUTION:
         v.fail("compile_error", "no solution for this task")
         v.flag("no_solution")

@@ -1,7 +1,7 @@
 """A run directory and its results database. The layout, as written here::
 
     RUN_DIR/
-      bench.json            the run: format version, mode, task source, levels, precision, GPUs,
+      bench.json            the run: format version, mode, task source, levels, precision, rule set, GPUs,
                             torch and cuda-agent versions, and every invocation (argv, start time)
       results.sqlite        table ``results``: one row per (task, sample), committed the moment
                             its verdict is known (the resume point); table ``meta``

@@ -24,7 +24,7 @@ _EXPORTS = {
     "SandboxConfig": "config", "NoGpuError": "evaluator", "evaluate": "evaluator",
     "Solution": "solution", "SolutionError": "solution", "load_solution": "solution",
     "reference_solution": "solution", "Finding": "static", "check_solution": "static",
-    "rejecting": "static", "FORMAT_VERSION": "verdict", "VERDICTS": "verdict", "Verdict": "verdict",
+    "rejecting": "static", "RULES": "static", "Rule": "static", "RULE_SETS": "config", "FORMAT_VERSION": "verdict", "VERDICTS": "verdict", "Verdict": "verdict",
     "profile": "profiling", "ProfileReport": "profiling", "BaselineStore": "baselines",
 }
 __all__ = ["BuildResult", "build", "REWARDS", "paper_reward", "reward", *_EXPORTS, "check"]

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PRECISIONS = ("fp32", "tf32")
+RULE_SETS = ("cuda-agent", "kernelbench")
+"""The static rules' rule sets (static.RULES says which rule belongs to which)."""
 
 
 def default_cache_dir() -> Path:
@@ -52,6 +54,11 @@ class SandboxConfig:
     static_rules: bool = True
     """Apply the static honesty rules. Off only in tests that prove each dynamic defense holds on
     its own (syntax and layout problems are still reported)."""
+    rules: str = "cuda-agent"
+    """The rule set. 'cuda-agent' (the paper's): forward runs only the candidate's own kernels, torch may
+    allocate and reshape. 'kernelbench': torch ops and layers may run in forward beside the candidate's
+    kernels (the dispatch guard's torch_compute and the census's torch-kernel rejection are off), but at
+    least one of the candidate's own kernels must run; every other static rule and dynamic defense holds."""
     calibrate: bool = False
     """Evaluate the task's own Model as the candidate, skipping the torch-op rules
     (speedup_vs_eager should come out at 1.00)."""
@@ -72,6 +79,8 @@ class SandboxConfig:
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.rules not in RULE_SETS:
+            raise ValueError(f"rules must be one of {RULE_SETS}, got {self.rules!r}")
         if self.num_trials < 1:
             raise ValueError("num_trials must be >= 1")
         self.cache_dir = Path(self.cache_dir)

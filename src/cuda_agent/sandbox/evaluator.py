@@ -33,13 +33,13 @@ from .baselines import Baseline, BaselineStore
 from .build import BuildResult, build, inline_env, resolve_arch
 from .compare import Comparison, is_precision_downgrade
 from .config import SandboxConfig
-from .gpu import GpuLock, gpu_memory_bytes, no_gpu_reason
+from .gpu import GpuLock, gpu_memory_bytes, no_gpu_reason, rehearsal
 from .logs import trim_traceback
 from .memory import fit_problem, peak_rss_mb, reset_peak_rss, task_footprint
 from .process import BadReply, WorkerDied, WorkerError, WorkerProcess, WorkerTimeout, start_worker
 from .reward import paper_reward
 from .solution import REFERENCE, Solution, SolutionError, reference_solution
-from .static import check_solution, rejecting
+from .static import BROKEN, KERNELBENCH, NO_MODEL_NEW, check_solution, rejecting
 from .verdict import COMPILE_ERROR, CORRECT, HARNESS_ERROR, INCORRECT, REJECTED, RUNTIME_ERROR, TIMEOUT, Verdict
 
 # Kernels a candidate may launch besides its own: vendor GEMM/conv libraries, memsets and
@@ -77,6 +77,7 @@ def evaluate(task: Task, solution: Solution | None, config: SandboxConfig | None
         solution = reference_solution(task.path) if task.path else Solution(REFERENCE, Path(task.name))
     v = Verdict(task=task.name, solution=solution.to_str())
     v.precision = {"mode": config.precision}
+    v.rules = config.rules
     reset_peak_rss()
     t0 = time.perf_counter()
     try:
@@ -235,7 +236,7 @@ class _Evaluation:
         if not self._recheck([(self.seed + 2000 + i, trial_inputs.TASK if i % 2 == 0 else trial_inputs.SIGNED)
                               for i in range(n_recheck)]):
             return
-        if cfg.profile:
+        if cfg.profile or cfg.rules == KERNELBENCH:  # kernelbench: the census proves own kernels ran
             if not self._census():
                 return
         self._speedups(timed)
@@ -305,14 +306,14 @@ class _Evaluation:
 
     def _static(self) -> bool:
         v = self.v
-        findings = check_solution(self.solution, calibrate=self.config.calibrate)
+        findings = check_solution(self.solution, calibrate=self.config.calibrate, rules=self.config.rules)
         v.static_findings = [f.to_dict() for f in findings]
-        broken = [f for f in findings if f.rule in ("syntax", "layout")]
+        broken = [f for f in findings if f.rule in {r.id for r in BROKEN}]
         if broken:
             v.fail(COMPILE_ERROR, broken[0].message)
             v.log = "\n".join(str(f) for f in broken)
             return False
-        rejects = rejecting(findings) if self.config.static_rules else []
+        rejects = [f for f in rejecting(findings) if self.config.static_rules or f.rule == NO_MODEL_NEW.id]
         if rejects:
             v.verdict = REJECTED
             for f in rejects:
@@ -394,7 +395,7 @@ class _Evaluation:
         v, cfg = self.v, self.config
         if not self._integrity_ok(trial, "during forward"):
             return False
-        if trial["violations"]:
+        if trial["violations"] and cfg.rules != KERNELBENCH:  # kernelbench: torch ops may run in forward
             v.reject(f"{label}: forward ran torch operators that compute: {', '.join(trial['violations'][:8])}; "
                      "only allocation, views and the candidate's own kernels are allowed", "torch_compute")
             return False
@@ -605,12 +606,26 @@ class _Evaluation:
         if not self.config.strict or self.config.calibrate:
             return True
         own = self._own_kernel_names()
+        if self.config.rules == KERNELBENCH:
+            return self._own_kernels_ran(kernels, own) and self._integrity_ok(prof, "while profiling")
         foreign = [k["name"] for k in kernels if not _allowed_kernel(k["name"], own)]
         if foreign:
             self.v.reject("forward launched kernels that are neither the candidate's nor cuBLAS/cuDNN: "
                           + "; ".join(n[:100] for n in foreign[:5]), "torch_compute")
             return False
         return self._integrity_ok(prof, "while profiling")
+
+    def _own_kernels_ran(self, kernels: list[dict], own: set[str]) -> bool:
+        """Under the kernelbench rules torch may compute in forward, but some of the work must be the
+        candidate's own: at least one of its kernels must run."""
+        if rehearsal():  # no CUDA kernels to take a census of on the CPU
+            return True
+        if any(re.search(rf"\b{re.escape(n)}\b", k["name"]) for k in kernels for n in own):
+            return True
+        self.v.reject("none of the solution's own kernels ran during forward "
+                      f"({', '.join(sorted(own)[:5]) or 'it defines no __global__ kernel'}); under the kernelbench "
+                      "rules torch may help, but a custom kernel must do part of the work", "no_custom_kernel")
+        return False
 
     def _own_kernel_names(self) -> set[str]:
         names = set()

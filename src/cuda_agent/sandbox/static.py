@@ -5,12 +5,16 @@ defense in the worker (see ``worker.py``). The rules aim at *fallbacks to torch 
 and at tampering, not at Python keywords: ``try/except ImportError`` while finding build
 flags, a ``pass`` in an unrelated branch, or a generic fallback CUDA kernel are honest.
 
-Torch compute is allowed in ``__init__`` and in ``prepare`` (the sanctioned hook the
-harness calls once after ``load_state_dict``, with no inputs, outside timing), and at
-module level. It is not allowed in ``forward`` or in any other function, lambda or nested
-function, since those can run with inputs.
+Only what evaluation executes is judged (``reach.py``): module-level code, ``ModelNew`` and
+what it refers to. A copy of ``get_inputs`` the harness never calls is not forward compute.
+Torch compute, private torch helpers included, is allowed in initialization code:
+``__init__`` and ``prepare`` (the hook the harness calls once after ``load_state_dict``, with
+no inputs, outside timing), what only they call directly, and module level. Under the
+``cuda-agent`` rule set it is not allowed in ``forward`` or in any other function, lambda or
+nested function, since those can run with inputs; the ``kernelbench`` rule set allows it.
 
-``findings`` with severity ``reject`` reject the solution; ``warn`` ones are advice.
+Every rule is one row of :data:`RULES`. ``findings`` with severity ``reject`` reject the
+solution; ``warn`` ones are advice.
 """
 
 from __future__ import annotations
@@ -20,11 +24,97 @@ import functools
 import re
 from dataclasses import asdict, dataclass
 
+from .config import RULE_SETS
+from .reach import INIT_METHODS, Reach, binds_model_new, reach
 from .solution import REFERENCE, WORKSPACE, Solution, SolutionError
 
 REJECT = "reject"
 WARN = "warn"
-SANCTIONED_METHODS = ("__init__", "prepare")
+SANCTIONED_METHODS = INIT_METHODS
+
+CUDA_AGENT, KERNELBENCH = RULE_SETS
+"""The rule sets (SandboxConfig.rules). ``cuda-agent`` (the default, the paper's): forward is the candidate's own CUDA, torch may only
+allocate and reshape. ``kernelbench``: torch ops and layers may run in forward beside the
+candidate's kernels (KernelBench's own rules); every rule against cheating still applies."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One static rule: its id (a finding's ``rule`` and a verdict flag), what it forbids, why,
+    and the rule sets it belongs to."""
+
+    id: str
+    severity: str
+    forbids: str
+    why: str
+    rule_sets: tuple[str, ...] = RULE_SETS
+
+    def applies(self, rule_set: str) -> bool:
+        return rule_set in self.rule_sets
+
+
+SYNTAX = Rule("syntax", REJECT, "a Python file that does not parse", "nothing can be judged or run")
+LAYOUT = Rule("layout", REJECT, "a workspace without model_new.py, an unreadable source file",
+              "the harness has nothing to import")
+NO_MODEL_NEW = Rule("no_model_new", REJECT, "a model file that binds no ModelNew (class ModelNew, "
+                    "ModelNew = SomeClass or an import of it)", "the harness instantiates ModelNew")
+TORCH_COMPUTE = Rule("torch_compute", REJECT, "torch operators, nn layers, @, .cpu()/.numpy() or torch.compile in "
+                     "forward and the code it calls; at::/torch:: compute and the dispatcher in C++",
+                     "the work must be the candidate's own CUDA; torch may compute in initialization code", (CUDA_AGENT,))
+FALLBACK = Rule("fallback", REJECT, "torch compute in an except branch",
+                "a kernel that fails over to torch hides its failures behind a correct answer")
+PRIVATE_TORCH = Rule("private_torch", REJECT, "torch internals (`torch._*`, torch.library, torch.fx, the profiler) "
+                     "outside initialization code", "they reach the dispatcher and the harness's guards")
+THREADS = Rule("threads", REJECT, "threads and processes (threading, multiprocessing, subprocess, os.fork, "
+               "std::thread, pthread_create, OpenMP)", "work outside the timed stream escapes the clocks")
+FORBIDDEN_IMPORT = Rule("forbidden_import", REJECT, "ctypes, gc, inspect, signal, socket, pickle, importlib, "
+                        "builtins; dlopen/dlsym and calling Python from C++", "reaching other objects, frames or code")
+OTHER_FRAMEWORK = Rule("other_framework", REJECT, "other kernel frameworks and kernel libraries (triton, cupy, "
+                       "numba, flash_attn, ...)", "solutions are CUDA C++")
+DELEGATES = Rule("delegates_to_reference", REJECT, "importing, subclassing or calling the reference Model",
+                 "the reference's own code would be timed as the solution")
+HARNESS_ACCESS = Rule("harness_access", REJECT, "importing cuda_agent", "the harness judges the candidate")
+LAZY_TENSOR = Rule("lazy_tensor", REJECT, "torch.Tensor subclasses, `__torch_function__`/`__torch_dispatch__`",
+                   "tensor subclasses can defer or fake work")
+MONKEY_PATCH = Rule("monkey_patch", REJECT, "assigning to module attributes, setattr, exec/eval, dunder access "
+                    "(`__dict__`, `__globals__`, frames), sys.modules/settrace, writing files",
+                    "patching torch, the timers or the checker")
+MODULE_OVERRIDE = Rule("module_override", WARN, "overriding `__getattribute__`/`__setattr__`/`__getattr__`/`__call__` on "
+                       "a module", "ModelNew is called through nn.Module.__call__ -> forward")
+SIDE_STREAM = Rule("side_stream", REJECT, "torch.cuda.Stream, cudaStreamCreate*, host callbacks",
+                   "work on another stream escapes the timed stream")
+INPUT_MUTATION = Rule("input_mutation", REJECT, "in-place methods or item assignment on forward's arguments",
+                      "zeroing or rewriting the inputs changes what the reference is compared against")
+OUTPUT_CACHE = Rule("output_cache", REJECT, "functools.cache/lru_cache, tensors in C++ static variables",
+                    "results carried across calls")
+STATE_ACROSS_CALLS = Rule("state_across_calls", WARN, "self.x = ... or global state written during a call, "
+                          "static maps keyed by pointers in C++", "often a result cache (checked at run time)")
+PRECISION = Rule("precision", WARN, "TF32/half math modes and conversions",
+                 "in strict fp32 mode the result must still match at fp32 accuracy")
+
+RULES: tuple[Rule, ...] = (SYNTAX, LAYOUT, NO_MODEL_NEW, TORCH_COMPUTE, FALLBACK, PRIVATE_TORCH, THREADS,
+                           FORBIDDEN_IMPORT, OTHER_FRAMEWORK, DELEGATES, HARNESS_ACCESS, LAZY_TENSOR, MONKEY_PATCH,
+                           MODULE_OVERRIDE, SIDE_STREAM, INPUT_MUTATION, OUTPUT_CACHE, STATE_ACROSS_CALLS, PRECISION)
+"""Every static rule. ``cuda-agent check --list-rules``, docs/sandbox.md and the tests read this table."""
+RULES_BY_ID = {r.id: r for r in RULES}
+BROKEN = (SYNTAX, LAYOUT)
+"""Findings that make a solution a compile_error rather than a rejection."""
+
+
+def check_rule_set(rule_set: str) -> str:
+    if rule_set not in RULE_SETS:
+        raise ValueError(f"rules must be one of {RULE_SETS}, got {rule_set!r}")
+    return rule_set
+
+
+def rules_table(markdown: bool = False) -> str:
+    """The RULES table as text (``check --list-rules``) or as a markdown table (docs)."""
+    if markdown:
+        lines = ["| rule | severity | forbids | why | rule sets |", "| --- | --- | --- | --- | --- |"]
+        lines += [f"| `{r.id}` | {r.severity} | {r.forbids} | {r.why} | {', '.join(r.rule_sets)} |" for r in RULES]
+    else:
+        lines = [f"{r.id:<24}{r.severity:<8}{','.join(r.rule_sets):<24}{r.forbids} ({r.why})" for r in RULES]
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -40,6 +130,10 @@ class Finding:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def finding(rule: Rule, file: str, line: int, message: str) -> Finding:
+    return Finding(rule.id, file, line, message, rule.severity)
 
 
 # ----------------------------------------------------------------------------- name sets
@@ -97,8 +191,8 @@ OptionalCUDAGuard DeviceGuard CUDAStream get_device get_device_index data_ptr
 """.split())
 
 FORBIDDEN_IMPORTS = {
-    "threading": "threads", "_thread": "threads", "multiprocessing": "processes",
-    "concurrent": "threads", "subprocess": "processes", "asyncio": "threads",
+    "threading": "starts threads", "_thread": "starts threads", "multiprocessing": "starts processes",
+    "concurrent": "starts threads", "subprocess": "starts processes", "asyncio": "runs tasks concurrently",
     "ctypes": "native calls outside the build", "cffi": "native calls outside the build",
     "gc": "reaching other objects", "inspect": "reaching other frames", "signal": "signals",
     "socket": "network", "pickle": "serialization hooks", "marshal": "code objects",
@@ -154,9 +248,10 @@ def tensor_compute_methods() -> frozenset[str]:
 class _PyChecker(ast.NodeVisitor):
     """One pass over one Python file. Tracks import aliases and the current context."""
 
-    def __init__(self, filename: str, calibrate: bool = False):
+    def __init__(self, filename: str, calibrate: bool = False, reached: Reach | None = None):
         self.filename = filename
         self.calibrate = calibrate
+        self.reach = reached or Reach()
         self.findings: list[Finding] = []
         self.aliases: dict[str, str] = {}  # local name -> dotted module/function path
         self.local_classes: set[str] = set()
@@ -169,13 +264,18 @@ class _PyChecker(ast.NodeVisitor):
         self.forward_args: list[set[str]] = []
 
     # -- helpers
-    def add(self, node: ast.AST, rule: str, message: str, severity: str = REJECT) -> None:
-        self.findings.append(Finding(rule, self.filename, getattr(node, "lineno", 0), message, severity))
+    def add(self, node: ast.AST, rule: Rule, message: str) -> None:
+        self.findings.append(finding(rule, self.filename, getattr(node, "lineno", 0), message))
 
     @property
     def sanctioned(self) -> bool:
         """Module level, or directly inside __init__/prepare (not in a nested function or lambda)."""
         return not self.func_stack or self.func_stack[-1][1]
+
+    @property
+    def in_init_function(self) -> bool:
+        """Inside initialization code proper (not module level, where patching happens)."""
+        return bool(self.func_stack) and self.func_stack[-1][1]
 
     def dotted(self, node: ast.AST) -> str | None:
         """Resolve ``F.relu`` to ``torch.nn.functional.relu`` through import aliases."""
@@ -200,19 +300,21 @@ class _PyChecker(ast.NodeVisitor):
         top = module.split(".")[0]
         if module in FORBIDDEN_IMPORTS or top in FORBIDDEN_IMPORTS:
             why = FORBIDDEN_IMPORTS.get(module) or FORBIDDEN_IMPORTS[top]
-            rule = "threads" if why in ("threads", "processes") else "forbidden_import"
+            rule = THREADS if why.startswith(("starts", "runs")) else FORBIDDEN_IMPORT
             self.add(node, rule, f"imports {module} ({why}); not allowed in a solution")
         elif top in OTHER_FRAMEWORKS:
-            self.add(node, "other_framework", f"imports {module}: solutions are CUDA C++; other kernel "
+            self.add(node, OTHER_FRAMEWORK, f"imports {module}: solutions are CUDA C++; other kernel "
                                               "frameworks or kernel libraries are not allowed")
         elif top in REFERENCE_MODULES:
-            self.add(node, "delegates_to_reference", f"imports the reference module {module!r}")
+            self.add(node, DELEGATES, f"imports the reference module {module!r}")
         elif top == "cuda_agent":
-            self.add(node, "harness_access", "imports the evaluation harness")
+            self.add(node, HARNESS_ACCESS, "imports the evaluation harness")
+        elif self.in_init_function:
+            return  # initialization code may use any torch API
         elif module.startswith("torch._") or module.startswith("torch.utils._") or module in (
                 "torch.testing", "torch.library", "torch.compiler", "torch.jit", "torch.fx",
                 "torch.autograd.profiler", "torch.profiler"):
-            self.add(node, "private_torch", f"imports {module}: torch internals and compilers are off limits")
+            self.add(node, PRIVATE_TORCH, f"imports {module}: torch internals and compilers are off limits")
 
     def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:
@@ -227,7 +329,7 @@ class _PyChecker(ast.NodeVisitor):
         module = node.module or ""
         if node.level:  # relative import of a sibling file: fine unless it is the reference
             if module.split(".")[0] in REFERENCE_MODULES or any(a.name in REFERENCE_MODULES for a in node.names):
-                self.add(node, "delegates_to_reference", "imports the reference module")
+                self.add(node, DELEGATES, "imports the reference module")
             return
         self._check_import(node, module)
         for a in node.names:
@@ -235,19 +337,25 @@ class _PyChecker(ast.NodeVisitor):
             if module == "torch" and a.name.startswith("_"):
                 self._check_import(node, full)
             if a.name == "Model" and module.split(".")[0] in REFERENCE_MODULES:
-                self.add(node, "delegates_to_reference", "imports the reference Model")
+                self.add(node, DELEGATES, "imports the reference Model")
             self.aliases[a.asname or a.name] = full
         self.generic_visit(node)
 
     # -- definitions and contexts
+    def visit_If(self, node: ast.If) -> None:
+        if id(node) not in self.reach.skipped:  # an ``if __name__ == "__main__":`` block never runs
+            self.generic_visit(node)
+
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if id(node) in self.reach.skipped:  # never executed by evaluation (see reach.py)
+            return
         self.local_classes.add(node.name)
         for base in node.bases:
             name = self.dotted(base) or (base.id if isinstance(base, ast.Name) else "")
             if name in ("Model",) or name.endswith(".Model"):
-                self.add(node, "delegates_to_reference", f"class {node.name} subclasses the reference Model")
+                self.add(node, DELEGATES, f"class {node.name} subclasses the reference Model")
             if name in ("torch.Tensor", "Tensor") or name.endswith(".Tensor"):
-                self.add(node, "lazy_tensor", f"class {node.name} subclasses torch.Tensor "
+                self.add(node, LAZY_TENSOR, f"class {node.name} subclasses torch.Tensor "
                                               "(tensor subclasses can defer or fake work)")
         for deco in node.decorator_list:
             self._check_decorator(deco)
@@ -259,18 +367,22 @@ class _PyChecker(ast.NodeVisitor):
         target = deco.func if isinstance(deco, ast.Call) else deco
         name = self.dotted(target) or (target.id if isinstance(target, ast.Name) else "")
         if name.split(".")[-1] in ("lru_cache", "cache", "cached_property") and name.startswith("functools"):
-            self.add(deco, "output_cache", f"@{name} caches results across calls")
+            self.add(deco, OUTPUT_CACHE, f"@{name} caches results across calls")
         if name.startswith("torch.") and not self.calibrate:
-            self.add(deco, "torch_compute", f"@{name}: torch compilers and decorators are not allowed")
+            self.add(deco, TORCH_COMPUTE, f"@{name}: torch compilers and decorators are not allowed")
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if id(node) in self.reach.skipped:  # e.g. a copy of get_inputs(): the harness never calls it
+            return
         in_class = bool(self.class_stack) and (not self.func_stack)
-        sanctioned = in_class and node.name in SANCTIONED_METHODS and self.class_stack[-1] in self.module_classes
+        # initialization code (see reach.py): __init__/prepare and what only they call, directly
+        sanctioned = (not self.func_stack and len(self.class_stack) <= 1 and id(node) in self.reach.init_code) or (
+            in_class and node.name in SANCTIONED_METHODS and self.class_stack[-1] in self.module_classes)
         if node.name in ("__torch_function__", "__torch_dispatch__"):
-            self.add(node, "lazy_tensor", f"defines {node.name}: intercepting torch dispatch is not allowed")
+            self.add(node, LAZY_TENSOR, f"defines {node.name}: intercepting torch dispatch is not allowed")
         if in_class and node.name in ("__getattribute__", "__setattr__", "__getattr__", "__call__"):
-            self.add(node, "monkey_patch", f"overrides {node.name} on a module; ModelNew is called "
-                                           "through nn.Module.__call__ -> forward", WARN)
+            self.add(node, MODULE_OVERRIDE, f"overrides {node.name} on a module; ModelNew is called "
+                                           "through nn.Module.__call__ -> forward")
         for deco in node.decorator_list:
             self._check_decorator(deco)
         args = {a.arg for a in node.args.args[1:] + node.args.kwonlyargs}
@@ -293,55 +405,55 @@ class _PyChecker(ast.NodeVisitor):
 
     def visit_Global(self, node: ast.Global) -> None:
         if self.func_stack:
-            self.add(node, "output_cache", f"global {', '.join(node.names)}: module state written from a "
-                                           "function can carry results across calls", WARN)
+            self.add(node, STATE_ACROSS_CALLS, f"global {', '.join(node.names)}: module state written from a "
+                                           "function can carry results across calls")
 
     visit_Nonlocal = visit_Global
 
     # -- the rules
     def visit_Name(self, node: ast.Name) -> None:
-        if node.id == "Model" and not self.calibrate:
-            self.add(node, "delegates_to_reference", "refers to the reference Model")
+        if node.id == "Model" and not self.calibrate and self.reach.model_new != "Model":
+            self.add(node, DELEGATES, "refers to the reference Model")
         if node.id in ("__builtins__",):
-            self.add(node, "monkey_patch", "touches __builtins__")
+            self.add(node, MONKEY_PATCH, "touches __builtins__")
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in DANGEROUS_DUNDERS:
-            self.add(node, "monkey_patch", f"touches .{node.attr} (reaching into objects or frames)")
+            self.add(node, MONKEY_PATCH, f"touches .{node.attr} (reaching into objects or frames)")
         path = self.dotted(node)
         if path:
             if path.startswith("sys.") and path.split(".")[1] in SYS_FORBIDDEN:
-                self.add(node, "monkey_patch", f"uses {path}")
+                self.add(node, MONKEY_PATCH, f"uses {path}")
             elif path.startswith("os.") and path.split(".")[1] in OS_FORBIDDEN:
-                self.add(node, "threads" if "fork" in path or "spawn" in path else "forbidden_import",
+                self.add(node, THREADS if "fork" in path or "spawn" in path else FORBIDDEN_IMPORT,
                          f"uses {path}")
-            elif path.startswith("torch.") and any(p.startswith("_") and p != "__version__"
-                                                    for p in path.split(".")[1:]):
-                self.add(node, "private_torch", f"uses torch internals ({path})")
+            elif path.startswith("torch.") and not self.in_init_function and any(
+                    p.startswith("_") and p != "__version__" for p in path.split(".")[1:]):
+                self.add(node, PRIVATE_TORCH, f"uses torch internals ({path})")
             elif path.startswith("torch.cuda.") and path.split(".")[2] in STREAM_NAMES:
-                self.add(node, "side_stream", f"uses {path}: all work must run on the current stream")
+                self.add(node, SIDE_STREAM, f"uses {path}: all work must run on the current stream")
             elif path.startswith("torch.ops.") and len(path.split(".")) > 2 and \
                     path.split(".")[2] in ("aten", "prims", "quantized", "_c10d_functional", "inductor"):
                 if not self.calibrate and not self.sanctioned:
-                    self.add(node, "torch_compute", f"calls torch operators through {path}")
+                    self.add(node, TORCH_COMPUTE, f"calls torch operators through {path}")
             elif path.startswith("torch.backends.") and isinstance(node.ctx, ast.Load) and (
                     "allow_tf32" in path or "allow_fp16" in path or "allow_bf16" in path or "flags" in path):
-                self.add(node, "precision", f"reads or changes {path}; precision is set by the harness", WARN)
+                self.add(node, PRECISION, f"reads or changes {path}; precision is set by the harness")
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         name = func.id if isinstance(func, ast.Name) else None
         if name in DANGEROUS_BUILTINS:
-            self.add(node, "monkey_patch", f"calls {name}(): dynamic code is not allowed")
+            self.add(node, MONKEY_PATCH, f"calls {name}(): dynamic code is not allowed")
         elif name == "setattr" and node.args and not (isinstance(node.args[0], ast.Name) and node.args[0].id == "self"):
-            self.add(node, "monkey_patch", "setattr on something other than self")
+            self.add(node, MONKEY_PATCH, "setattr on something other than self")
         elif name == "getattr" and node.args and self.root_is_module(node.args[0]) and not (
                 len(node.args) > 1 and isinstance(node.args[1], ast.Constant)):
-            self.add(node, "monkey_patch", "getattr on a module with a computed name")
+            self.add(node, MONKEY_PATCH, "getattr on a module with a computed name")
         elif name == "open" and self._open_writes(node):
-            self.add(node, "monkey_patch", "opens a file for writing")
+            self.add(node, MONKEY_PATCH, "opens a file for writing")
         if isinstance(func, ast.Name) and func.id in self.compute_init_classes and not self.sanctioned \
                 and not self.calibrate:
             self._report_compute(node, f"constructs {func.id}, whose __init__/prepare runs torch operators,")
@@ -370,7 +482,7 @@ class _PyChecker(ast.NodeVisitor):
             return
         if path in ("torch.compile", "torch.jit.script", "torch.jit.trace") or parts[1:2] == ["compile"]:
             if not self.calibrate:
-                self.add(node, "torch_compute", f"{path}: compiling with torch is not a CUDA solution")
+                self.add(node, TORCH_COMPUTE, f"{path}: compiling with torch is not a CUDA solution")
             return
         if len(parts) >= 3 and parts[1] == "cuda":
             if parts[2] in STREAM_NAMES:
@@ -391,7 +503,7 @@ class _PyChecker(ast.NodeVisitor):
         elif len(parts) == 2 and parts[1] in torch_compute_names():
             compute = True
         elif len(parts) >= 3 and parts[1] == "nn" and parts[2][:1].isupper():
-            self.add(node, "torch_compute", f"builds a torch layer {path} outside __init__/prepare", REJECT)
+            self.add(node, TORCH_COMPUTE, f"builds a torch layer {path} outside __init__/prepare")
             return
         if compute:
             self._report_compute(node, f"calls {path}")
@@ -415,20 +527,21 @@ class _PyChecker(ast.NodeVisitor):
         if attr in tensor_compute_methods():
             self._report_compute(node, f"calls the tensor method .{attr}()")
         elif attr in HOST_METHODS:
-            self.add(node, "torch_compute", f"calls .{attr}() in {self.func_stack[-1][0] if self.func_stack else '<module>'}(): "
+            self.add(node, TORCH_COMPUTE, f"calls .{attr}() in {self.func_stack[-1][0] if self.func_stack else '<module>'}(): "
                                             "moving data to the host to compute there is not a CUDA solution")
         if self.forward_args and attr.endswith("_") and not attr.endswith("__") and \
                 isinstance(base, ast.Name) and base.id in self.forward_args[-1] and attr not in ("data_ptr",):
-            self.add(node, "input_mutation", f"calls {base.id}.{attr}(): mutates an input in place")
+            self.add(node, INPUT_MUTATION, f"calls {base.id}.{attr}(): mutates an input in place")
 
     def _report_compute(self, node: ast.AST, what: str) -> None:
         in_handler = any(isinstance(p, ast.ExceptHandler) for p in self._parents(node))
         if in_handler:
-            self.add(node, "fallback", f"{what} in an except branch: falling back to torch compute")
+            self.add(node, FALLBACK, f"{what} in an except branch: falling back to torch compute")
         else:
             fn = self.func_stack[-1][0] if self.func_stack else "<module>"
-            self.add(node, "torch_compute", f"{what} in {fn}(); the work must be done by your CUDA kernels "
-                                            "(torch compute is allowed only in __init__ and prepare)")
+            self.add(node, TORCH_COMPUTE, f"{what} in {fn}(); the work must be done by your CUDA kernels "
+                                            "(under the cuda-agent rules torch compute is allowed only in initialization code: "
+                                              "__init__, prepare and what only they call)")
 
     def _parents(self, node: ast.AST):
         p = getattr(node, "_parent", None)
@@ -479,17 +592,17 @@ class _PyChecker(ast.NodeVisitor):
                                                (root.id not in self.local_classes and root.id[:1].isupper()
                                                 and root.id not in ("ModelNew",))):
                 if root.id in self.aliases:
-                    self.add(node, "monkey_patch", f"assigns to {ast.unparse(target)}: patching a module is not allowed")
+                    self.add(node, MONKEY_PATCH, f"assigns to {ast.unparse(target)}: patching a module is not allowed")
             elif isinstance(root, ast.Name) and root.id == "self" and self.func_stack and not self.sanctioned:
-                self.add(node, "output_cache", f"stores self.{target.attr} during a call; results must not be "
-                                               "carried across calls (the harness checks this at run time)", WARN)
+                self.add(node, STATE_ACROSS_CALLS, f"stores self.{target.attr} during a call; results must not be "
+                                               "carried across calls (the harness checks this at run time)")
         elif isinstance(target, ast.Subscript):
             base = target.value
             if isinstance(base, ast.Name) and self.forward_args and base.id in self.forward_args[-1]:
-                self.add(node, "input_mutation", f"writes into the input {base.id}[...]")
+                self.add(node, INPUT_MUTATION, f"writes into the input {base.id}[...]")
             elif isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == "self" \
                     and self.func_stack and not self.sanctioned:
-                self.add(node, "output_cache", f"writes into self.{base.attr}[...] during a call (a cache)", WARN)
+                self.add(node, STATE_ACROSS_CALLS, f"writes into self.{base.attr}[...] during a call (a cache)")
 
 
 def _link_parents(tree: ast.AST) -> None:
@@ -498,19 +611,27 @@ def _link_parents(tree: ast.AST) -> None:
             child._parent = parent  # type: ignore[attr-defined]
 
 
-def check_python(source: str, filename: str, calibrate: bool = False) -> list[Finding]:
+def check_python(source: str, filename: str, calibrate: bool = False, rules: str = CUDA_AGENT) -> list[Finding]:
+    """Findings of the rules in the rule set ``rules`` for one Python file. Only what evaluation
+    executes is judged (see reach.py); the C++/CUDA in its string literals is scanned whole."""
     try:
         tree = ast.parse(source, filename=filename)
     except SyntaxError as e:
-        return [Finding("syntax", filename, e.lineno or 0, f"syntax error: {e.msg}")]
+        return [finding(SYNTAX, filename, e.lineno or 0, f"syntax error: {e.msg}")]
     _link_parents(tree)
-    checker = _PyChecker(filename, calibrate=calibrate)
+    checker = _PyChecker(filename, calibrate=calibrate, reached=reach(tree))
     _prepass(tree, checker)
     checker.visit(tree)
     findings = checker.findings
     for s, line in _embedded_cpp(tree):
-        findings.extend(check_cpp(s, filename, line_offset=line - 1))
-    return _dedupe(findings)
+        findings.extend(check_cpp(s, filename, line_offset=line - 1, rules=rules))
+    return in_rule_set(_dedupe(findings), rules)
+
+
+def in_rule_set(findings: list[Finding], rules: str) -> list[Finding]:
+    """The findings whose rule belongs to the rule set ``rules``."""
+    check_rule_set(rules)
+    return [f for f in findings if RULES_BY_ID[f.rule].applies(rules)]
 
 
 def _prepass(tree: ast.Module, checker: _PyChecker) -> None:
@@ -564,30 +685,30 @@ _COMMENT_OR_STRING = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:
 _NS_CALL = re.compile(r"\b((?:at|torch|c10|aten)(?:::\w+)+)\s*(?:<[^<>;]*>)?\s*\(")
 _METHOD_CALL = re.compile(r"(?:\.|->)\s*(\w+)\s*\(")
 
-CPP_RULES: list[tuple[str, re.Pattern, str, str]] = [
-    ("side_stream", re.compile(r"\bcudaStreamCreate\w*\s*\(|\bcudaStreamPerThread\b|\bcudaLaunchHostFunc\b|"
+CPP_RULES: list[tuple[Rule, re.Pattern, str]] = [
+    (SIDE_STREAM, re.compile(r"\bcudaStreamCreate\w*\s*\(|\bcudaStreamPerThread\b|\bcudaLaunchHostFunc\b|"
                                r"\bcudaStreamAddCallback\b|\bgetStreamFromPool\b|\bcuStreamCreate\w*\b"),
-     "creates or uses a side stream or a host callback; launch on the current stream", REJECT),
-    ("threads", re.compile(r"\bstd::thread\b|\bstd::async\b|\bstd::jthread\b|\bpthread_create\b|\bfork\s*\(|"
+     "creates or uses a side stream or a host callback; launch on the current stream"),
+    (THREADS, re.compile(r"\bstd::thread\b|\bstd::async\b|\bstd::jthread\b|\bpthread_create\b|\bfork\s*\(|"
                            r"\bpopen\s*\(|(?<![\w:])system\s*\(|\bstd::system\b|#\s*include\s*<thread>|"
                            r"#\s*include\s*<future>|\bomp\s+parallel\b"),
-     "starts threads or processes", REJECT),
-    ("torch_compute", re.compile(r"\baoti_torch_call_dispatcher\b|\baoti_torch_aten_\w+|\baoti_torch_cuda_\w+\(|"
+     "starts threads or processes"),
+    (TORCH_COMPUTE, re.compile(r"\baoti_torch_call_dispatcher\b|\baoti_torch_aten_\w+|\baoti_torch_cuda_\w+\(|"
                                  r"\bc10::Dispatcher\b|\bfindSchema\b|\bcallBoxed\b|\bat::_ops::|\bat::native::"),
-     "calls torch operators from C++", REJECT),
-    ("forbidden_import", re.compile(r"\bdlopen\s*\(|\bdlsym\s*\(|\bPyRun_\w+|\bPyImport_\w+|"
+     "calls torch operators from C++"),
+    (FORBIDDEN_IMPORT, re.compile(r"\bdlopen\s*\(|\bdlsym\s*\(|\bPyRun_\w+|\bPyImport_\w+|"
                                     r"\b(?:py|pybind11)::module_?::import\b|\bPyObject_Call\w*"),
-     "loads code or calls Python at run time", REJECT),
-    ("output_cache", re.compile(r"\bstatic\s+(?:const\s+)?(?:(?:at|torch|torch::stable)::)?Tensor\b|"
+     "loads code or calls Python at run time"),
+    (OUTPUT_CACHE, re.compile(r"\bstatic\s+(?:const\s+)?(?:(?:at|torch|torch::stable)::)?Tensor\b|"
                                 r"\bstatic\s+std::(?:vector|unordered_map|map)\s*<\s*(?:(?:at|torch)::)?Tensor"),
-     "keeps a tensor in a static variable across calls (an output cache)", REJECT),
-    ("output_cache", re.compile(r"\bstatic\s+(?:std::)?(?:unordered_)?map\s*<\s*(?:const\s+)?(?:void|float|"
+     "keeps a tensor in a static variable across calls (an output cache)"),
+    (STATE_ACROSS_CALLS, re.compile(r"\bstatic\s+(?:std::)?(?:unordered_)?map\s*<\s*(?:const\s+)?(?:void|float|"
                                 r"uintptr_t|int64_t|size_t|long)\s*\*?"),
-     "a static map keyed by pointers or sizes; results must not be cached across calls", WARN),
-    ("precision", re.compile(r"\bCUBLAS_COMPUTE_32F_FAST_\w+|\bCUBLAS_TF32_TENSOR_OP_MATH\b|"
+     "a static map keyed by pointers or sizes; results must not be cached across calls"),
+    (PRECISION, re.compile(r"\bCUBLAS_COMPUTE_32F_FAST_\w+|\bCUBLAS_TF32_TENSOR_OP_MATH\b|"
                              r"\bwmma::precision::tf32\b|\bCUDNN_TENSOR_OP_MATH\w*\b|\bCUDNN_DEFAULT_MATH\b|"
                              r"\.tf32\b|\b__float2half\w*|\b__float2bfloat16\w*"),
-     "lower-precision arithmetic: in strict fp32 mode the result must still match at fp32 accuracy", WARN),
+     "lower-precision arithmetic: in strict fp32 mode the result must still match at fp32 accuracy"),
 ]
 
 
@@ -599,16 +720,16 @@ def _strip_cpp(src: str) -> str:
     return _COMMENT_OR_STRING.sub(blank, src)
 
 
-def check_cpp(source: str, filename: str, line_offset: int = 0) -> list[Finding]:
+def check_cpp(source: str, filename: str, line_offset: int = 0, rules: str = CUDA_AGENT) -> list[Finding]:
     src = _strip_cpp(source)
     findings: list[Finding] = []
 
     def line_of(pos: int) -> int:
         return src.count("\n", 0, pos) + 1 + line_offset
 
-    for rule, pattern, message, severity in CPP_RULES:
+    for rule, pattern, message in CPP_RULES:
         for m in pattern.finditer(src):
-            findings.append(Finding(rule, filename, line_of(m.start()), f"{message} ({m.group(0).strip()})", severity))
+            findings.append(finding(rule, filename, line_of(m.start()), f"{message} ({m.group(0).strip()})"))
     compute = torch_compute_names()
     for m in _NS_CALL.finditer(src):
         path = m.group(1)
@@ -616,14 +737,14 @@ def check_cpp(source: str, filename: str, line_offset: int = 0) -> list[Finding]
         if "::cuda::" in path or path.startswith("c10::cuda") or last in ALLOWED_CPP_NAMES:
             continue
         if last in compute or last.rstrip("_") in compute:
-            findings.append(Finding("torch_compute", filename, line_of(m.start()),
+            findings.append(finding(TORCH_COMPUTE, filename, line_of(m.start()),
                                     f"calls the torch operator {path}() in C++; write the kernel instead"))
     for m in _METHOD_CALL.finditer(src):
         name = m.group(1)
         if name in CPP_COMPUTE_METHODS:
-            findings.append(Finding("torch_compute", filename, line_of(m.start()),
+            findings.append(finding(TORCH_COMPUTE, filename, line_of(m.start()),
                                     f"calls .{name}() on a tensor in C++; write the kernel instead"))
-    return findings
+    return in_rule_set(findings, rules)
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:
@@ -638,30 +759,36 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
 
 # ----------------------------------------------------------------------------- entry point
 
-def check_solution(solution: Solution, calibrate: bool = False) -> list[Finding]:
-    """All static findings for a solution (empty list: nothing to object to)."""
+def check_solution(solution: Solution, calibrate: bool = False, rules: str = CUDA_AGENT) -> list[Finding]:
+    """All static findings of the rule set ``rules`` for a solution (empty list: nothing to object to)."""
+    check_rule_set(rules)
     if solution.kind == REFERENCE:
         return []
     findings: list[Finding] = []
     if solution.kind == WORKSPACE and not solution.model_file.is_file():
-        findings.append(Finding("layout", solution.display(solution.model_file), 0,
+        findings.append(finding(LAYOUT, solution.display(solution.model_file), 0,
                                 "no model_new.py: a workspace solution needs model_new.py defining ModelNew"))
     for path in solution.source_files():
         name = solution.display(path)
         try:
             text = solution.read(path)
         except (OSError, SolutionError) as e:
-            findings.append(Finding("layout", name, 0, f"cannot read: {e}"))
+            findings.append(finding(LAYOUT, name, 0, f"cannot read: {e}"))
             continue
         if path.suffix == ".py":
-            findings.extend(check_python(text, name, calibrate=calibrate))
+            findings.extend(check_python(text, name, calibrate=calibrate, rules=rules))
         else:
-            findings.extend(check_cpp(text, name))
+            findings.extend(check_cpp(text, name, rules=rules))
     model_file = solution.model_file
-    if model_file.is_file() and not any(f.rule == "syntax" for f in findings):
-        tree = ast.parse(solution.read(model_file))
-        if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in ast.walk(tree)):
-            findings.append(Finding("layout", solution.display(model_file), 0, "defines no class ModelNew"))
+    if model_file.is_file() and not any(f.rule == SYNTAX.id for f in findings):
+        if not binds_model_new(ast.parse(solution.read(model_file)))[0]:
+            # no ModelNew, no forward: nothing in the file runs with inputs, so only this is worth saying
+            # (and the other rules against tampering)
+            shown = solution.display(model_file)
+            findings = [f for f in findings if not (f.file == shown and f.rule in (TORCH_COMPUTE.id, FALLBACK.id))]
+            findings.append(finding(NO_MODEL_NEW, solution.display(model_file), 0,
+                                    "defines no ModelNew: the harness instantiates ModelNew, so the file needs "
+                                    "class ModelNew(nn.Module) (or ModelNew = YourClass)"))
     return _dedupe(findings)
 
 

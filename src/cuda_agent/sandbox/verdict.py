@@ -49,6 +49,8 @@ class Verdict:
     reward: float | None = -1.0
     """The paper's reward; None (JSON null) for ``harness_error``, which says nothing about the candidate."""
     precision: dict[str, Any] = field(default_factory=dict)
+    rules: str = "cuda-agent"
+    """The rule set it was judged under (SandboxConfig.rules): 'cuda-agent' or 'kernelbench'."""
     build_s: float | None = None
     eval_s: float | None = None
     baseline_s: float | None = None

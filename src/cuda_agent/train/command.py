@@ -51,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--max-queue", type=int, default=512)
     p.add_argument("--job-timeout-s", type=float, default=1200.0)
     p.add_argument("--precision", default="fp32", choices=["fp32", "tf32"])
+    from ..sandbox.commands.check_cmd import add_rules_argument
+
+    add_rules_argument(p)
     p.set_defaults(train_action="serve")
 
     p = sub.add_parser("data", help="convert: tasks -> prompts / verl parquet; trajectories -> SFT / value rows")
@@ -110,7 +113,7 @@ def _serve(args) -> int:
 
     cfg = EvalServiceConfig(host=args.host, port=args.port, gpus=[int(g) for g in args.gpus.split(",") if g.strip()],
                             per_gpu=args.per_gpu, max_queue=args.max_queue, job_timeout_s=args.job_timeout_s,
-                            precision=args.precision)
+                            precision=args.precision, rules=args.rules)
     service = EvalService(cfg)
     print(f"evaluation service on http://{cfg.host}:{cfg.port} (GPUs {cfg.gpus}, {cfg.per_gpu} jobs each)", flush=True)
     service.serve_forever()

@@ -62,6 +62,8 @@ class EvalServiceConfig:
     job_timeout_s: float = 1200.0
     """Default per-job limit from arrival, queueing included (a request may ask for less)."""
     precision: str = "fp32"
+    rules: str = "cuda-agent"
+    """The sandbox's rule set (SandboxConfig.rules): cuda-agent or kernelbench."""
     rep_ms: float = 200.0
     """Timing budget per measurement (SandboxConfig.rep_ms)."""
     cache_dir: Path | None = None
@@ -93,7 +95,8 @@ class EvalService:
     def start(self) -> "EvalService":
         cfg = self.config
         for gpu in cfg.gpus:
-            sandbox = SandboxConfig(device=gpu, precision=cfg.precision, rep_ms=cfg.rep_ms, spare_workers=2,
+            sandbox = SandboxConfig(device=gpu, precision=cfg.precision, rules=cfg.rules, rep_ms=cfg.rep_ms,
+                                    spare_workers=2,
                                     **({"cache_dir": cfg.cache_dir} if cfg.cache_dir else {}))
             for slot in range(cfg.per_gpu):
                 t = threading.Thread(target=self._work, args=(gpu, LocalEvaluator(sandbox)),

@@ -41,7 +41,7 @@ class Compile(Tool):
         solution, fp, _, notes = env.prepare_candidate()
         t0 = time.perf_counter()
         built = build(solution, env.config.sandbox)
-        findings = check_solution(solution)
+        findings = check_solution(solution, rules=env.config.sandbox.rules)
         took = time.perf_counter() - t0
         lines = list(notes)
         if not solution.cuda_sources() and not solution.binding_sources():

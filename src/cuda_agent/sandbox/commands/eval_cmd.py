@@ -17,6 +17,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", choices=("fp32", "tf32"), default="fp32",
                    help="fp32 (default): strict FP32 baselines, TF32-level errors rejected; "
                         "tf32: baselines may use TF32 too")
+    from .check_cmd import add_rules_argument
+
+    add_rules_argument(p)
     p.add_argument("--calibrate", action="store_true",
                    help="evaluate the task's own Model as the candidate (speedup_vs_eager should be 1.00)")
     p.add_argument("--trials", type=int, default=5, help="correctness trials before timing (>= 1)")
@@ -37,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         task = load_task(args.task)
         solution = load_solution(args.solution) if args.solution else None
-        config = SandboxConfig(precision=args.precision, calibrate=args.calibrate, num_trials=args.trials,
+        config = SandboxConfig(precision=args.precision, rules=args.rules, calibrate=args.calibrate, num_trials=args.trials,
                                strict=not args.no_strict, use_baseline_cache=not args.no_baseline_cache,
                                seed=args.seed, device=args.device)
     except (TaskError, SolutionError, ValueError) as e:
@@ -71,7 +74,7 @@ def summarize(v) -> str:
     if v.rel_err is not None:
         lines.append(f"error: rel {v.rel_err:.2e} (tolerance {_fmt(v.tolerance, '.0e')})   max abs "
                      f"{_fmt(v.max_abs_err, '.2e')}   allclose(1e-2): {v.allclose_1e2}   trials: {v.num_trials}")
-    lines.append(f"precision: {v.precision.get('mode')}   build: {_fmt(v.build_s, '.2f')} s   "
+    lines.append(f"precision: {v.precision.get('mode')}   rules: {v.rules}   build: {_fmt(v.build_s, '.2f')} s   "
                  f"eval: {_fmt(v.eval_s, '.2f')} s   baseline cached: {v.baseline_cached}")
     if v.flags:
         lines.append("flags: " + ", ".join(v.flags))

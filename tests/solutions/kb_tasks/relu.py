@@ -1,0 +1,23 @@
+"""KernelBench-style task: ReLU (pairs with tests/solutions/kb_*.py, see kb_expected.json)."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x)
+
+
+batch_size = 256
+dim = 1024
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
