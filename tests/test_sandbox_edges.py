@@ -372,3 +372,48 @@ def test_the_non_finite_message_counts_positions_and_the_reference_s_nan_and_inf
 ])
 def test_structure_problems_name_what_was_expected_and_what_came(out, ref, message):
     assert compare(out, ref).problem == message
+
+
+@pytest.mark.parametrize("out, ref, message", [
+    (torch.ones(2), (), "out: expected tuple of 0, got Tensor(2,) torch.float32"),
+    (1, 1.0, "out: expected float, got int"),
+])
+def test_a_container_or_scalar_of_the_wrong_kind_is_a_problem(out, ref, message):
+    c = compare(out, ref)
+    assert c.problem == message and c.ok is False
+
+
+def test_python_float_outputs_at_their_edges():
+    nan = float("nan")
+    assert compare(nan, nan).ok is True  # NaN in the same place matches
+    c = compare(1.0, nan)
+    assert c.ok is False and c.rel_err == float("inf")
+    assert compare((nan, 1.0), (nan, 2.0)).ok is False  # a matching NaN does not end the comparison
+    c = compare(1000.01, 1000.0)  # relative, not absolute: 1e-5
+    assert c.ok and c.rel_err == pytest.approx(1e-5, rel=1e-3)
+    assert compare(2e-7, 0.0).ok is False  # a zero reference: the error is taken against 1e-6
+    assert compare(3.0, 1.0).max_abs_err == 2.0
+    assert compare(10001.0, 10000.0).ok  # exactly at the tolerance (1/1e4 == 1e-4): still correct
+    assert compare(1.001, 1.0, "tf32").ok and not compare(1.001, 1.0, "fp32").ok
+
+
+def test_tensor_comparison_edges():
+    inf = float("inf")
+    c = compare(torch.tensor([inf, inf]), torch.tensor([inf, inf]))  # nothing finite to compare
+    assert c.ok and c.max_abs_err == 0.0 and c.rel_err == 0.0
+    assert compare(torch.tensor([inf, 2.0]), torch.tensor([inf, 1.0])).ok is False  # finite part wrong
+    w = torch.full((4,), 1e30)  # norms in float64: in fp32 they overflow and the error would vanish
+    c = compare(w * (1 + 1e-3), w)
+    assert c.ok is False and c.rel_err == pytest.approx(1e-3, rel=1e-2)
+    assert compare(torch.full((100,), 1e-5), torch.zeros(100)).ok is False  # zeros: 1e-6 RMS floor
+    assert compare(torch.tensor([1.2e-10]), torch.tensor([0.0])).ok is False  # one element: floor 1e-6
+    assert compare(torch.tensor([10001.0]), torch.tensor([10000.0])).ok  # exactly at the tolerance
+    c = compare(torch.tensor([1.05]), torch.tensor([1.0]))
+    assert c.allclose_1e2 is False and c.ok is False
+    a, b = torch.tensor([1.1]), torch.tensor([1.0])
+    assert compare((a, a), (b, b)).worst.startswith("out[0]:")  # ties name the first output
+
+
+def test_faster_than_compile_means_more_than_5_percent():
+    v = Verdict(verdict=CORRECT, speedup_vs_eager=2.0, speedup_vs_compile=1.05)
+    assert paper_reward(v) == 2
