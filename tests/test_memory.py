@@ -105,9 +105,12 @@ def test_the_evaluator_says_so_before_anything_runs(monkeypatch, tmp_path):
 
     monkeypatch.setenv("CUDA_AGENT_REHEARSAL", "cpu")
     monkeypatch.setattr(evaluator, "gpu_memory_bytes", lambda device: 1 << 10)  # a 1 KiB "GPU"
-    started = []
-    monkeypatch.setattr(evaluator, "start_worker", lambda *a, **k: started.append(a) or 1 / 0)
+    requests = []
+    real = evaluator.WorkerProcess.request
+    monkeypatch.setattr(evaluator.WorkerProcess, "request",
+                        lambda self, msg, timeout: requests.append((self.label, msg["op"])) or real(self, msg, timeout))
     v = evaluate(load_task(TASKS / "swish_small.py"), load_solution(SOLUTIONS / "rehearsal_swish_cpu"),
                  SandboxConfig(cache_dir=tmp_path))
     assert v.verdict == "harness_error" and v.flags == ["does_not_fit"] and v.reward is None
-    assert v.reasons[0].startswith("the task does not fit") and not started
+    assert v.reasons[0].startswith("the task does not fit") and v.timing["footprint"]["input_mib"] == 1.0
+    assert requests == []  # the reference said so in its setup: no candidate setup, trial or timing

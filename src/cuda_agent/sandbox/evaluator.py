@@ -35,7 +35,7 @@ from .compare import Comparison, is_precision_downgrade
 from .config import SandboxConfig
 from .gpu import GpuLock, gpu_memory_bytes, no_gpu_reason, rehearsal
 from .logs import trim_traceback
-from .memory import fit_problem, peak_rss_mb, reset_peak_rss, task_footprint
+from .memory import peak_rss_mb, reset_peak_rss
 from .process import BadReply, WorkerDied, WorkerError, WorkerProcess, WorkerTimeout, start_worker
 from .reward import paper_reward
 from .solution import REFERENCE, Solution, SolutionError, reference_solution
@@ -119,13 +119,6 @@ class _Evaluation:
             return
         module = validate_task(self.task)
         init_inputs = list(module.get_init_inputs())
-        self.footprint = task_footprint(module, init_inputs)
-        v.timing["footprint"] = self.footprint.to_dict()
-        too_big = fit_problem(self.footprint, gpu_memory_bytes(cfg.device))
-        if too_big:  # said before anything runs, rather than a worker SIGKILLed half way
-            v.fail(HARNESS_ERROR, too_big)
-            v.flag("does_not_fit")
-            return
         env = worker_env(cfg)
         try:
             self.ref_env = env
@@ -144,7 +137,12 @@ class _Evaluation:
                 return
             v.gpu, v.torch_version = ref_info["gpu"], ref_info["torch"]
             v.precision["baseline"] = ref_info["precision"]
+            v.timing["footprint"] = ref_info.get("footprint")
             self._mark("reference_setup")
+            if ref_info.get("does_not_fit"):  # said before anything runs, not a worker SIGKILLed half way
+                v.fail(HARNESS_ERROR, ref_info["does_not_fit"])
+                v.flag("does_not_fit")
+                return
             cand_info = self._cand_step(lambda: self.cand.request(candidate_setup(
                 self.task, self.solution, built, cfg, self.seed, init_inputs, ref_info["state_dict"]),
                 cfg.run_timeout_s))
@@ -698,7 +696,8 @@ def worker_env(config: SandboxConfig, built: BuildResult | None = None) -> dict[
 
 def reference_setup(task: Task, config: SandboxConfig, seed: int, init_inputs: list) -> dict:
     return {"op": "setup", "role": "reference", "precision": config.precision, "seed": seed,
-            "task_source": task.source, "task_origin": task.origin, "init_inputs": init_inputs}
+            "task_source": task.source, "task_origin": task.origin, "init_inputs": init_inputs,
+            "gpu_bytes": gpu_memory_bytes(config.device)}
 
 
 def candidate_setup(task: Task, solution: Solution, built: BuildResult, config: SandboxConfig, seed: int,

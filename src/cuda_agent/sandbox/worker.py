@@ -139,6 +139,12 @@ class Worker:
             task = _exec_task(msg["task_source"], msg["task_origin"])
             if self.role == "reference":
                 self.task_module, self.exporter = task, share.Exporter(self.device)
+                # the task's sizes from the meta device, before anything of it is made on the GPU
+                fp = memory.task_footprint(task, msg["init_inputs"])
+                info["footprint"] = fp.to_dict()
+                info["does_not_fit"] = memory.fit_problem(fp, msg.get("gpu_bytes"))
+                if info["does_not_fit"]:
+                    return info
             torch.manual_seed(msg["seed"])
             model = task.Model(*msg["init_inputs"])
             if self.role == "reference":
