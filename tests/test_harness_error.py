@@ -114,10 +114,10 @@ def test_a_candidate_hang_stays_a_timeout_although_the_harness_kills_it(rehearse
 
 @pytest.mark.nvcc
 def test_an_exception_in_the_harness_is_a_harness_error_with_its_traceback(rehearse, monkeypatch):
-    def broken_compare(*a, **kw):
+    def broken_compare(*a, **kw):  # the evaluator reading the reference worker's comparison
         raise ZeroDivisionError("a bug in the judge")
 
-    monkeypatch.setattr(evaluator_module, "compare", broken_compare)
+    monkeypatch.setattr(evaluator_module, "Comparison", broken_compare)
     v = rehearse()
     assert v.verdict == HARNESS_ERROR and v.reward is None, (v.verdict, v.reasons)
     assert "harness_exception" in v.flags

@@ -439,20 +439,20 @@ def test_thread_starts_are_counted_even_when_the_thread_has_ended():
 
 def test_tensor_subclass_outputs_are_not_sent_as_data():
     """A lazy tensor subclass would make the reply unreadable (weights_only) and look like a crash;
-    the worker sends a placeholder instead and the trial's lazy_output flag rejects it."""
+    the worker shares a placeholder instead and the trial's lazy_output flag rejects it."""
     import io
 
     import torch
 
-    from cuda_agent.sandbox.worker import _to_cpu
+    from cuda_agent.sandbox.share import export_tree, open_tree
 
     class Lazy(torch.Tensor):
         pass
 
-    out = _to_cpu((torch.ones(2).as_subclass(Lazy), torch.zeros(3)))
-    assert isinstance(out[0], str) and "Lazy" in out[0]
+    out = export_tree((torch.ones(2).as_subclass(Lazy), torch.zeros(3)))
     buf = io.BytesIO()
     torch.save({"output": out}, buf)
     buf.seek(0)
-    back = torch.load(buf, weights_only=True)
-    assert torch.equal(back["output"][1], torch.zeros(3))
+    back = open_tree(torch.load(buf, weights_only=True)["output"])
+    assert isinstance(back, tuple) and isinstance(back[0], str) and "Lazy" in back[0]
+    assert torch.equal(back[1], torch.zeros(3))

@@ -251,8 +251,8 @@ class _Evaluation:
                 "op": "ref_trial", "key": "trial", "seed": seed, "kind": kind, "reuse": reuse}, cfg.run_timeout_s))
             if ref is None:
                 return False, skipped
-            if "error" in ref:  # a task that rejects some inputs (signed ones, say): not the candidate's fault
-                skipped.append(f"{label}: {ref['error']}")
+            if "skipped" in ref:  # a task that rejects some inputs (signed ones, say): not the candidate's fault
+                skipped.append(f"{label}: {ref['skipped']}")
                 continue
             self.out_bytes = self.out_bytes or ref["out_bytes"]
             self.set_bytes = self.set_bytes or ref["in_bytes"]
@@ -277,7 +277,7 @@ class _Evaluation:
                 "op": "ref_trial", "key": f"re-check {i}", "seed": seed, "kind": kind}, cfg.run_timeout_s))
             if ref is None:
                 return False
-            if "error" not in ref:
+            if "skipped" not in ref:
                 keys.append(f"re-check {i}")
                 shared.append(ref["inputs"])
         if not keys:

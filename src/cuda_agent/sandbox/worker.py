@@ -230,7 +230,7 @@ class Worker:
     def op_ref_trial(self, msg: dict) -> dict:
         """Draw a set on the GPU from the evaluator's seed, share a copy under ``key`` (into the buffers
         of the previous set under that key when ``reuse``), and run the reference on the private draw.
-        A task that rejects some inputs (signed ones, say) gets ``error`` instead."""
+        A task that rejects some inputs (signed ones, say) gets ``skipped`` instead."""
         key, seed, kind = msg["key"], msg["seed"], msg.get("kind", TASK)
         values = draw(self.task_module, seed, kind, self.device)
         descriptors = self.exporter.share(key, values, reuse=msg.get("reuse", False))
@@ -240,7 +240,7 @@ class Worker:
         except Exception as e:
             if _is_cuda_fault(e):
                 raise
-            return {"error": f"{type(e).__name__}: {str(e)[:500]}"}
+            return {"skipped": f"{type(e).__name__}: {str(e)[:500]}"}  # not "error": that ends the worker
         self.refs[key] = out
         return {"inputs": descriptors, "out_bytes": leaf_sizes(out), "in_bytes": nbytes(values)}
 
