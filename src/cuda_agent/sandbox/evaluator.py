@@ -246,7 +246,8 @@ class _Evaluation:
         Returns (all judged correct, the trials the reference itself could not run)."""
         v, cfg = self.v, self.config
         skipped, judged = [], 0
-        for label, seed, kind, reuse in trials:
+        for i, (label, seed, kind, reuse) in enumerate(trials):
+            keep = i + 1 < len(trials) and trials[i + 1][3]  # the next trial writes into these buffers
             ref = self._ref_step(lambda: self._shared(self.ref.request, {
                 "op": "ref_trial", "key": "trial", "seed": seed, "kind": kind, "reuse": reuse}, cfg.run_timeout_s))
             if ref is None:
@@ -257,7 +258,8 @@ class _Evaluation:
             self.out_bytes = self.out_bytes or ref["out_bytes"]
             self.set_bytes = self.set_bytes or ref["in_bytes"]
             cand = self._cand_step(lambda: self._shared(self.cand.request, {
-                "op": "trial", "key": "trial", "inputs": ref["inputs"], "reuse": reuse, "out_bytes": self.out_bytes},
+                "op": "trial", "key": "trial", "inputs": ref["inputs"], "reuse": reuse, "keep": keep,
+                "out_bytes": self.out_bytes},
                 cfg.run_timeout_s))
             if cand is None or not self._judge(cand, "trial", label):
                 return False, skipped

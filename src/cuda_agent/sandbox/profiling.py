@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..tasks import Task, validate_task
-from . import inputs as trial_inputs
 from .build import build
 from .config import SandboxConfig
 from .evaluator import candidate_setup, reference_setup, worker_env
@@ -87,8 +86,7 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
         return report
     env = worker_env(config)
     seed = config.seed if config.seed is not None else 0
-    rotation = [trial_inputs.draw(module, seed + i) for i in range(2)]
-    timing = {"inputs": rotation, "warmup_ms": 5.0, "rep_ms": 10.0, "min_iters": 1, "max_iters": 20}
+    timing = {"warmup_ms": 5.0, "rep_ms": 10.0, "min_iters": 1, "max_iters": 20}
     workers: list[WorkerProcess] = []
     try:
         ref = start_worker(env, "reference", config.spare_workers)
@@ -100,6 +98,8 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
         cand_msg = candidate_setup(task, solution, built, dataclasses.replace(config, strict=True, calibrate=False),
                                    seed, init_inputs, setup["state_dict"])
         cand.request(cand_msg, config.run_timeout_s)
+        # two input sets drawn by the reference worker on the GPU; the candidate's workers get shared copies
+        timing["inputs"] = ref.request({"op": "rotation", "seeds": [seed, seed + 1]}, config.run_timeout_s)["sets"]
         with gpu_lock(config.cache_dir, config.device):
             for worker, target, attr in ((ref, "model", "eager"), (ref, "compile", "compile"),
                                          (cand, "model", "candidate")):

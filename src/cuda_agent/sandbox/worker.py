@@ -224,7 +224,9 @@ class Worker:
                 flags.append("threads: forward started a thread")
         self.prev_outputs = out
         self.pending.append(out)  # shared with the reference: alive until it has judged them
-        return {"output": share.export_tree(out), "violations": violations, "flags": flags}
+        # a flagged output is rejected unseen (and an input returned as output could not be re-shared)
+        shared = {"value": "<not shared: flagged>"} if flags else share.export_tree(out)
+        return {"output": shared, "violations": violations, "flags": flags}
 
     # -- reference: inputs drawn here, shared, judged here
     def op_ref_trial(self, msg: dict) -> dict:
@@ -289,9 +291,14 @@ class Worker:
     def op_trial(self, msg: dict) -> dict:
         """One checked trial on the shared set ``msg['inputs']`` (the same buffers as the last set under
         ``key`` when ``reuse``); the output is shared back for the reference to judge."""
-        self.pending = []
+        self.pending = []  # the reference has judged the previous outputs: free them, and the IPC limbo
+        share.collect(self.device)
         bufs = self.importer.open_set(msg["key"], msg["inputs"], msg.get("reuse", False))
-        return {**self._checked_trial(bufs, msg.get("out_bytes", [])), "integrity": self._integrity()}
+        result = self._checked_trial(bufs, msg.get("out_bytes", []))
+        del bufs
+        if not msg.get("keep", True):  # the next set is a new one: let go of this one's mapping now
+            self.importer.drop(msg["key"])
+        return {**result, "integrity": self._integrity()}
 
     def op_compile(self, msg: dict) -> dict:
         """torch.compile the reference and run it once (compilation is CPU work: done before the
@@ -349,6 +356,7 @@ class Worker:
         """New values written into the timing buffers (same addresses), checked trials again."""
         _fn, ring, _n = self.timing_state
         self.pending = []
+        share.collect(self.device)
         bufsets = ring.overwrite([[share.open_tree(d) for d in s] for s in msg["inputs"]])
         self.prev_outputs = None
         results = [self._checked_trial(bufs, msg.get("out_bytes", [])) for bufs in bufsets[: len(msg["inputs"])]]
