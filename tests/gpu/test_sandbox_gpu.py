@@ -85,10 +85,13 @@ CHEATS = [
     ("try/except fallback to torch", SWISH, "cheat_try_except", "rejected", "fallback", STATIC),
     ("monkey-patches the timer", SWISH, "cheat_monkeypatch_timer", "rejected", "monkey_patch", STATIC),
     ("threads", SWISH, "cheat_thread", "rejected", "threads", STATIC),
+    # trial 1 already: its new input set is shared from the block trial 0's set was freed into (the candidate
+    # lets go of a set the next trial does not reuse), so it arrives at trial 0's address with new values
+    # (H200, this session); trial 2 writes into the same buffers on purpose
     ("output cache keyed by pointer", SWISH, "cheat_pointer_cache", "rejected", "output_reused",
-     "trial 2 (task inputs, same buffers as before)"),
+     "trial 1 (signed inputs)"),
     ("output cache keyed by pointer, handing back copies", SWISH, "cheat_pointer_cache_copy", "incorrect", None,
-     "trial 2 (task inputs, same buffers as before)"),
+     "trial 1 (signed inputs)"),
     ("skips work while timed", SWISH, "cheat_skip_while_timed", "incorrect", "timed_outputs_wrong", ""),
     ("side stream", SWISH, "cheat_side_stream", "rejected", "side_stream", STATIC),
     ("lazy tensor subclass", SWISH, "cheat_lazy_tensor", "rejected", "lazy_tensor", STATIC),
