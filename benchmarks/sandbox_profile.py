@@ -63,7 +63,9 @@ def profile_task(task_path: Path, cache: Path) -> dict:
     return {"task": task.name, "verdict": v.verdict, "reasons": v.reasons[:3], "eval_s": v.eval_s,
             "phases_s": v.timing.get("phases_s"), "input_mib": round(in_bytes / 2**20, 1),
             "cpu_draw_s": round(draw_s, 2), "torch_save_s": round(save_s, 2),
-            "speedup_vs_eager": v.speedup_vs_eager, "evaluator_top": top(pstats.Stats(prof)), "workers": workers}
+            "speedup_vs_eager": v.speedup_vs_eager, "memory": v.timing.get("memory"),
+            "footprint": v.timing.get("footprint"), "peak_host_rss_mb": v.timing.get("peak_host_rss_mb"),
+            "peak_gpu_mb": v.timing.get("peak_gpu_mb"), "evaluator_top": top(pstats.Stats(prof)), "workers": workers}
 
 
 def main() -> None:
@@ -81,7 +83,7 @@ def main() -> None:
         r = profile_task(path, args.cache)
         results.append(r)
         print(json.dumps({k: r[k] for k in ("task", "verdict", "eval_s", "phases_s", "input_mib", "cpu_draw_s",
-                                             "torch_save_s")}), flush=True)
+                                             "torch_save_s", "peak_host_rss_mb", "peak_gpu_mb")}), flush=True)
         (args.out / "sandbox_profile.json").write_text(json.dumps(results, indent=1))
 
 
