@@ -9,6 +9,8 @@
 #   throughput - builds per minute and the GPU-busy share of a cached bench run (per-gpu 4)
 #   train    - train smoke (needs the wheels in .whl/, see docs/train.md: carry ".whl"); with 2+ GPUs the
 #              service times on GPU 1 while training uses GPU 0, and a probe compares timings idle vs training
+#   side-by-side - (issue 15) cached-baseline eval --calibrate vs KernelBench-style in-process eval, 6 real tasks
+#   rules    - (issue 16) the KernelBench-style corpus under both rule sets: GPU tests, bench + reports
 #   placement - (~1 min) does the GEMM's flushed time depend on where its operands land? 3 processes
 #   multigpu-fill, multigpu - (2+ GPUs, issue 8) bench over 52 problems: fill the caches, then one GPU vs all
 #              in one call (scaling, per-task agreement, no overlapping timings on a GPU)
@@ -51,6 +53,17 @@ case "$stage" in
     timeout 540 python3 benchmarks/bench_throughput.py --problems /tmp/bench_problems --out /tmp/bench_tp \
       --per-gpu 4 2>&1 | tee "$OUT/bench_throughput.log" | tail -15
     cp /tmp/bench_tp/throughput.json "$OUT/" 2>/dev/null ;;
+  side-by-side)
+    # issue 15: cached-baseline eval --calibrate vs a KernelBench-style in-process evaluation (carry third_party/KernelBench)
+    timeout 560 python3 benchmarks/kernelbench_side_by_side.py --kernelbench third_party/KernelBench/KernelBench \
+      --out "$OUT/side_by_side.json" 2>&1 | tee "$OUT/side_by_side.log" | tail -8 ;;
+  rules)
+    # issue 16: the KernelBench-style corpus under both rule sets (tests, then bench + reports)
+    export CUDA_AGENT_TEST_CACHE=/tmp/ca16
+    timeout 300 python3 -m pytest -m gpu -q -n 8 -p no:cacheprovider tests/gpu/test_rules_gpu.py -k "not through_bench" \
+      > "$OUT/rules_gpu.log" 2>&1; tail -5 "$OUT/rules_gpu.log"
+    timeout 250 python3 benchmarks/rules_corpus.py --out /tmp/rules_corpus > "$OUT/rules_corpus.log" 2>&1
+    tail -5 "$OUT/rules_corpus.log"; cp /tmp/rules_corpus/run_*/report/report.html "$OUT/" 2>/dev/null ;;
   train)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
       && export PYTHONPATH=/tmp/site:$PWD/src || exit 1
