@@ -63,7 +63,8 @@ case "$stage" in
     timeout 300 python3 -m pytest -m gpu -q -n 8 -p no:cacheprovider tests/gpu/test_rules_gpu.py -k "not through_bench" \
       > "$OUT/rules_gpu.log" 2>&1; tail -5 "$OUT/rules_gpu.log"
     timeout 250 python3 benchmarks/rules_corpus.py --out /tmp/rules_corpus > "$OUT/rules_corpus.log" 2>&1
-    tail -5 "$OUT/rules_corpus.log"; cp /tmp/rules_corpus/run_*/report/report.html "$OUT/" 2>/dev/null ;;
+    tail -5 "$OUT/rules_corpus.log"
+    for r in /tmp/rules_corpus/run_*; do cp "$r/report/report.html" "$OUT/$(basename "$r")_report.html" 2>/dev/null; done ;;
   train)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
       && export PYTHONPATH=/tmp/site:$PWD/src || exit 1
