@@ -350,7 +350,7 @@ def test_double_outputs_are_compared_in_double_arithmetic():
 
 def test_an_infinity_where_the_reference_is_finite_is_a_problem():
     c = compare(torch.tensor([float("inf"), 1.0]), torch.tensor([1.0, 1.0]))
-    assert c.problem is not None and c.rel_err == float("inf") and not c.ok
+    assert c.problem is not None and c.rel_err == float("inf") and c.ok is False
 
 
 def test_the_non_finite_message_counts_positions_and_the_reference_s_nan_and_inf():
@@ -361,6 +361,8 @@ def test_the_non_finite_message_counts_positions_and_the_reference_s_nan_and_inf
     assert c.rel_err == float("inf")
     c = compare(torch.tensor([nan, 1.0]), torch.tensor([1.0, nan]))  # NaN moved: both positions
     assert c.problem == "out: non-finite values differ from the reference (2 positions; reference has 1 NaN/Inf)"
+    c = compare(torch.tensor([-inf, 1.0, 2.0]), torch.tensor([inf, 1.0, 2.0]))  # an infinity of the wrong sign
+    assert c.problem == "out: non-finite values differ from the reference (1 positions; reference has 1 NaN/Inf)"
 
 
 @pytest.mark.parametrize("out, ref, message", [
