@@ -219,7 +219,7 @@ class _Evaluation:
             timed = self._time_candidate(rotation)
         if timed is None:
             return
-        mutated = self._ref_step(lambda: self.ref.request(
+        mutated = self._ref_step(lambda: self._shared(self.ref.request,  # re-draws them: GPU work
             {"op": "check_shared", "keys": [f"rotation {i}" for i in range(n_rot)]}, cfg.run_timeout_s))
         if mutated is None:
             return
