@@ -40,7 +40,8 @@ class SandboxConfig:
     """Upper bound on one measurement's timed window: a long kernel gets fewer calls than min_iters
     (at least timing.MIN_TIMED_CALLS), so that a 50 ms kernel does not cost seconds per baseline."""
     rotate_bytes: int = 512 << 20
-    """Upper bound on the memory spent on rotated input sets (2 to 4 sets)."""
+    """Upper bound on the memory spent on rotated input sets: 2 to 4 sets while two fit, else one
+    (inputs.rotation_sets)."""
     build_timeout_s: float = 300.0
     run_timeout_s: float = 180.0
     """Per worker request (import, a trial batch, a timing run)."""
