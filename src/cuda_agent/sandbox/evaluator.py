@@ -1,10 +1,12 @@
 """The trusted evaluator: (Task, Solution) -> Verdict.
 
-This process loads the task, draws every input from fresh seeds, receives outputs and
-timings from two worker processes, compares and decides. It never imports candidate code.
+This process loads the task, chooses fresh seeds, and decides from the scalars and small reports
+two worker processes send back. It never imports candidate code, and no task-sized tensor reaches it:
+the reference worker draws every input set on the GPU, shares copies with the candidate's worker
+(CUDA IPC, share.py) and judges the outputs the candidate shares back.
 
     static rules ─┐
-    build (CPUs) ─┼─ reference worker: weights, reference outputs, eager + compile timing
+    build (CPUs) ─┼─ reference worker: weights, input sets, reference outputs, judging, eager + compile timing
                   └─ candidate worker: import under guards, trials, timing, re-check, kernel census
 
 Every failure of the candidate (a compile error, a crash, a hang, a cheat) ends as a Verdict;
