@@ -54,15 +54,6 @@ def test_inputs_made_on_a_named_device_leave_everything_unknown():
     assert (fp.input_bytes, fp.output_bytes) == (None, None) and "get_inputs()" in fp.error
 
 
-def test_the_gpu_need_is_the_stated_multiple_of_the_footprint():
-    fp = memory.Footprint(input_bytes=1 << 30, output_bytes=2 << 30)
-    assert memory.gpu_need_bytes(fp, rotation_sets=1) == 5 * (1 << 30) + 4 * (2 << 30)
-    assert memory.gpu_need_bytes(fp, rotation_sets=2) == 9 * (1 << 30) + 4 * (2 << 30)
-    # output unknown: counted as large as the input; input unknown: no claim at all
-    assert memory.gpu_need_bytes(memory.Footprint(1 << 30, None), 1) == 9 * (1 << 30)
-    assert memory.gpu_need_bytes(memory.Footprint(None, None), 1) is None
-
-
 @pytest.mark.parametrize("set_mib, expected", [
     (1, 4),       # small sets: up to 4, the L2 cache never holds the next one
     (200, 2),     # two fit the 512 MiB budget

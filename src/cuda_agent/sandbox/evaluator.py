@@ -229,6 +229,9 @@ class _Evaluation:
             v.reject(f"input_mutated: the shared timing inputs ({', '.join(mutated['mutated'])}) changed while the "
                      "candidate was timed on them", "input_mutated")
             return
+        self._drop([f"rotation {i}" for i in range(n_rot)])  # both rings hold their own copies
+        if not rot.get("repeatable", True):
+            v.timing["redraw_check"] = "off: get_inputs() does not repeat itself bit for bit"
         if self._checks_timed_outputs() and not self._timed_outputs_ok(timed):
             return
         # re-check on new values written into the buffers timing used
@@ -243,9 +246,10 @@ class _Evaluation:
         if v.speedup_vs_eager is not None and v.speedup_vs_eager > cfg.excessive_speedup:
             self._scrutinize()
 
-    def _trials(self, trials: list[tuple[str, int, str, bool]]) -> tuple[bool, list[str]]:
+    def _trials(self, trials: list[tuple[str, int, str, bool]], required: bool = True) -> tuple[bool, list[str]]:
         """Checked trials, one input set at a time: (label, seed, kind, reuse the previous set's buffers).
-        Returns (all judged correct, the trials the reference itself could not run)."""
+        Returns (all judged correct, the trials the reference itself could not run). ``required``: when the
+        reference can run none of them, that is a harness_error (else, for extra trials, nothing)."""
         v, cfg = self.v, self.config
         skipped, judged = [], 0
         for i, (label, seed, kind, reuse) in enumerate(trials):
@@ -266,6 +270,8 @@ class _Evaluation:
             if cand is None or not self._judge(cand, "trial", label):
                 return False, skipped
             judged += 1
+        if not judged and not required:
+            return True, skipped
         if not judged:
             v.fail(HARNESS_ERROR, "the reference Model failed on every trial input: " + skipped[0])
             v.flag("reference_error")
@@ -284,6 +290,7 @@ class _Evaluation:
             if "skipped" not in ref:
                 keys.append(f"re-check {i}")
                 shared.append(ref["inputs"])
+        self._drop([f"re-check {i}" for i in range(len(sets)) if f"re-check {i}" not in keys])
         if not keys:
             return True
         rc = self._cand_step(lambda: self._shared(self.cand.request,
@@ -408,6 +415,9 @@ class _Evaluation:
         r = self._ref_step(lambda: self._shared(self.ref.request, {
             "op": "judge", "key": key, "output": trial["output"], "precision": cfg.precision}, cfg.run_timeout_s))
         if r is None:
+            return False
+        if "unreadable" in r:
+            v.fail(RUNTIME_ERROR, f"{label}: the output the candidate's worker shared could not be read: {r['unreadable']}")
             return False
         if r["input_mutated"]:
             v.reject(f"{label}: input_mutated: the shared input set no longer holds the values drawn for it",
@@ -650,8 +660,11 @@ class _Evaluation:
         v.flag("excessive_speedup")
         v.add_reason(f"speedup over eager {v.speedup_vs_eager:.1f}x exceeds {cfg.excessive_speedup:.0f}x: "
                      "re-checked on extra inputs")
-        self._trials([(f"extra trial {i}", self.seed + 3000 + i, trial_inputs.SIGNED if i % 2 else trial_inputs.TASK,
-                       i > 0) for i in range(4)])
+        _ok, skipped = self._trials([(f"extra trial {i}", self.seed + 3000 + i,
+                                      trial_inputs.SIGNED if i % 2 else trial_inputs.TASK, i > 0) for i in range(4)],
+                                    required=False)
+        if skipped:
+            v.timing.setdefault("skipped_trials", []).extend(skipped)
 
 
 def _allowed_kernel(name: str, own: set[str]) -> bool:

@@ -98,7 +98,10 @@ _WATCHED = {
     "time": (time, ("perf_counter", "perf_counter_ns", "time", "monotonic", "monotonic_ns", "sleep")),
     "torch": (torch, ("equal", "allclose", "empty", "empty_like", "no_grad", "save", "load")),
     "torch.cuda": (torch.cuda, ("synchronize", "Event", "current_stream", "Stream", "set_stream",
-                                "empty_cache", "memory_allocated")),
+                                "empty_cache", "memory_allocated", "ipc_collect")),
+    # the CUDA IPC machinery that carries outputs to the reference worker (share.py)
+    "torch.UntypedStorage": (torch.UntypedStorage, ("_share_cuda_", "_new_shared_cuda")),
+    "torch.storage.TypedStorage": (torch.storage.TypedStorage, ("_share_cuda_", "_new_shared_cuda")),
     "torch.cuda.Event": (torch.cuda.Event, ("record", "elapsed_time", "synchronize", "wait", "query")),
     "torch.Tensor": (torch.Tensor, ("cpu", "to", "clone", "copy_", "data_ptr", "__eq__", "equal",
                                     "untyped_storage", "contiguous", "view", "numel", "float",

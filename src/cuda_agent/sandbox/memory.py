@@ -2,9 +2,9 @@
 peaks each process of an evaluation reached (host RSS, GPU memory reserved by torch's allocator).
 
 The footprint comes from running ``get_inputs()`` and, where every operator has a meta kernel,
-``Model.forward`` on PyTorch's meta device: shapes and dtypes only, no memory. The evaluation's GPU
-need is a multiple of it (see ``gpu_need_bytes``), so that a task that cannot fit is named before
-anything runs on the GPU.
+``Model.forward`` on PyTorch's meta device: shapes and dtypes only, no memory. ``fit_problem`` names a
+task that cannot fit on the GPU at all (the floor any evaluation needs, 2 x (input + output)) before
+anything of it runs there; an evaluation's actual peak is several times that (see docs/sandbox.md).
 """
 
 from __future__ import annotations
@@ -53,16 +53,6 @@ def task_footprint(task_module, init_inputs: list) -> Footprint:
     except Exception as e:  # noqa: BLE001
         return Footprint(in_bytes, None, f"Model.forward on the meta device: {type(e).__name__}: {str(e)[:200]}")
     return Footprint(in_bytes, nbytes(out))
-
-
-def gpu_need_bytes(fp: Footprint, rotation_sets: int) -> int | None:
-    """What one evaluation holds on the GPU at its peak, for the task's footprint: each worker keeps its
-    rotation sets twice (the ring's buffers and their pristine copies); the candidate's worker adds one
-    input set (the copy the mutation check compares against); each side holds up to two outputs."""
-    if fp.input_bytes is None:
-        return None
-    out = fp.output_bytes if fp.output_bytes is not None else fp.input_bytes
-    return (4 * rotation_sets + 1) * fp.input_bytes + 4 * out
 
 
 def fit_problem(fp: Footprint, gpu_bytes: int | None) -> str | None:

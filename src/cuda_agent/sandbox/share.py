@@ -17,18 +17,15 @@ from __future__ import annotations
 import contextlib
 
 import torch
+from torch.multiprocessing.reductions import rebuild_cuda_tensor, reduce_tensor  # module level: in the snapshot
 
-_DTYPES = {str(d).removeprefix("torch."): d for d in (
-    torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16,
-    torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128)}
+_DTYPES = {str(d).removeprefix("torch."): d for d in vars(torch).values() if isinstance(d, torch.dtype)}
 
 
 def export(t: torch.Tensor) -> dict:
     """A plain-data descriptor of ``t``; :func:`open_tensor` in another process gives the same memory."""
     if t.device.type != "cuda":
         return {"cuda": False, "value": t}
-    from torch.multiprocessing.reductions import reduce_tensor
-
     _fn, args = reduce_tensor(t)
     (_cls, size, stride, offset, _storage_cls, dtype, device, handle, storage_bytes, storage_offset,
      _grad, ref_counter, ref_counter_offset, event, event_sync) = args
@@ -43,8 +40,6 @@ def open_tensor(d: dict) -> torch.Tensor:
     """The tensor a descriptor from :func:`export` stands for (on the GPU: the exporter's memory itself)."""
     if not d.get("cuda"):
         return d["value"]
-    from torch.multiprocessing.reductions import rebuild_cuda_tensor
-
     return rebuild_cuda_tensor(torch.Tensor, torch.Size(d["size"]), tuple(d["stride"]), d["offset"],
                                torch.storage.TypedStorage, _DTYPES[d["dtype"]], d["device"], d["handle"],
                                d["storage_bytes"], d["storage_offset"], False, d["ref_counter"],
@@ -59,13 +54,20 @@ def collect(device: torch.device) -> None:
         torch.cuda.ipc_collect()
 
 
-def export_tree(obj):
+def export_tree(obj, keep: list | None = None):
     """An output (a tensor, or nested tuples/lists of tensors and Python scalars) as plain data. A tensor
-    subclass or another object is sent as a description only (the evaluator rejects such outputs)."""
+    subclass or another object is sent as a description only (the evaluator rejects such outputs). With
+    ``keep``, each tensor is first copied into memory the harness allocates and appends to ``keep`` (which
+    must outlive the reading): the candidate holds no reference to what is judged, and an output in memory
+    torch did not allocate (``from_blob``) can still be shared."""
     if type(obj) is torch.Tensor:
-        return {"tensor": export(obj.detach())}
+        t = obj.detach()
+        if keep is not None:
+            t = t.clone()
+            keep.append(t)
+        return {"tensor": export(t)}
     if isinstance(obj, (list, tuple)):
-        return {type(obj).__name__ if type(obj) in (list, tuple) else "tuple": [export_tree(o) for o in obj]}
+        return {type(obj).__name__ if type(obj) in (list, tuple) else "tuple": [export_tree(o, keep) for o in obj]}
     if isinstance(obj, (int, float, bool)) or obj is None:
         return {"value": obj}
     return {"value": f"<unsupported output type {type(obj).__module__}.{type(obj).__qualname__}>"}
@@ -98,7 +100,7 @@ class Exporter:
         """Copy ``values`` (tensors and plain arguments) into shared buffers (those of set ``key`` when
         ``reuse``, else new ones, which replace it) and return their descriptors."""
         old = self.sets.pop(key, None)
-        if reuse and old is not None:
+        if reuse and old is not None and _alike(old, values):
             for b, v in zip(old, values):
                 if isinstance(b, torch.Tensor):
                     b.copy_(v)
@@ -136,10 +138,19 @@ class Importer:
         self.sets.pop(key, None)
 
 
+def _alike(old: list, new: list) -> bool:
+    """Can ``new`` be written into the buffers of ``old``: as many values, tensors of the same shape and dtype?"""
+    return len(old) == len(new) and all(
+        (isinstance(o, torch.Tensor) == isinstance(n, torch.Tensor))
+        and (not isinstance(o, torch.Tensor) or (o.shape == n.shape and o.dtype == n.dtype))
+        for o, n in zip(old, new))
+
+
 def _reuse(old, new):
     """The buffer of a reused set: on the GPU the exporter wrote into the memory the earlier tensor
     maps, so that is the new one; on the CPU the new values are copied into the earlier tensor."""
-    if not isinstance(old, torch.Tensor) or not isinstance(new, torch.Tensor) or old.shape != new.shape:
+    if (not isinstance(old, torch.Tensor) or not isinstance(new, torch.Tensor) or old.shape != new.shape
+            or old.dtype != new.dtype):
         return new
     if old.device.type == "cuda":
         return old if old.data_ptr() == new.data_ptr() else new

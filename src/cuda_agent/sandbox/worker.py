@@ -89,6 +89,7 @@ class Worker:
         self.refs: dict[str, tuple] = {}  # reference: key -> (output, seed, kind) until judged
         self.drawn: dict[str, tuple] = {}  # reference: shared set key -> (seed, kind), to re-draw and compare
         self.ring = None  # reference: its own rotation ring (eager, compile, timed-output checksums)
+        self.repeatable: bool | None = None  # reference: does get_inputs() repeat itself (the re-draw check)?
         self.pending: list = []  # candidate: outputs shared with the reference, alive until the next request
 
     # -- plumbing
@@ -225,7 +226,7 @@ class Worker:
         self.prev_outputs = out
         self.pending.append(out)  # shared with the reference: alive until it has judged them
         # a flagged output is rejected unseen (and an input returned as output could not be re-shared)
-        shared = {"value": "<not shared: flagged>"} if flags else share.export_tree(out)
+        shared = {"value": "<not shared: flagged>"} if flags else share.export_tree(out, keep=self.pending)
         return {"output": shared, "violations": violations, "flags": flags}
 
     # -- reference: inputs drawn here, shared, judged here
@@ -235,6 +236,10 @@ class Worker:
         A task that rejects some inputs (signed ones, say) gets ``skipped`` instead."""
         key, seed, kind = msg["key"], msg["seed"], msg.get("kind", TASK)
         values = draw(self.task_module, seed, kind, self.device)
+        if self.repeatable is None:  # the re-draw check needs get_inputs() to repeat itself bit for bit
+            again = draw(self.task_module, seed, kind, self.device)
+            self.repeatable = all(not isinstance(a, torch.Tensor) or bitwise_equal(a, b) for a, b in zip(values, again))
+            del again
         descriptors = self.exporter.share(key, values, reuse=msg.get("reuse", False))
         self.drawn[key] = (seed, kind)
         try:
@@ -250,8 +255,13 @@ class Worker:
         """The candidate's output for set ``key`` (its memory, shared with this process) against the
         reference's, on the GPU; and whether the shared set still holds what was drawn."""
         ref = self.refs.pop(msg["key"])
-        out = share.open_tree(msg["output"])
-        c = compare(out, ref, msg["precision"])
+        try:  # what the candidate's worker sent: a failure to read it is the candidate's, not the harness's
+            out = share.open_tree(msg["output"])
+            c = compare(out, ref, msg["precision"])
+        except Exception as e:
+            if _is_cuda_fault(e):
+                raise
+            return {"unreadable": f"{type(e).__name__}: {str(e)[:300]}"}
         del out, ref
         return {"comparison": c.__dict__, "input_mutated": self._shared_changed(msg["key"])}
 
@@ -259,7 +269,7 @@ class Worker:
         """Does the shared copy of set ``key`` differ from a fresh draw of it? (On the CPU the candidate
         received a copy, and its own worker's check is the one that applies.)"""
         bufs = self.exporter.sets.get(key)
-        if bufs is None or key not in self.drawn or self.device.type != "cuda":
+        if bufs is None or key not in self.drawn or self.device.type != "cuda" or not self.repeatable:
             return False
         fresh = draw(self.task_module, *self.drawn[key], self.device)
         return any(isinstance(b, torch.Tensor) and not bitwise_equal(b, f) for b, f in zip(bufs, fresh))
@@ -274,7 +284,7 @@ class Worker:
             shared.append(self.exporter.share(f"rotation {i}", values))
             self.drawn[f"rotation {i}"] = (seed, TASK)
         del sets
-        return {"sets": shared, "set_bytes": nbytes([b for b in self.ring.bufs[0]])}
+        return {"sets": shared, "set_bytes": nbytes(list(self.ring.bufs[0])), "repeatable": self.repeatable}
 
     def op_check_shared(self, msg: dict) -> dict:
         """Which shared sets no longer hold what was drawn (after the candidate was timed on them)?"""
