@@ -86,7 +86,7 @@ class Worker:
         self.task_module = None
         self.exporter: share.Exporter | None = None  # reference: the input sets it shares
         self.importer = share.Importer()  # candidate: the input sets it was given
-        self.refs: dict[str, tuple] = {}  # reference: key -> (output, seed, kind) until judged
+        self.refs: dict[str, object] = {}  # reference: key -> its output for that set, until judged
         self.drawn: dict[str, tuple] = {}  # reference: shared set key -> (seed, kind), to re-draw and compare
         self.ring = None  # reference: its own rotation ring (eager, compile, timed-output checksums)
         self.repeatable: bool | None = None  # reference: does get_inputs() repeat itself (the re-draw check)?
