@@ -44,3 +44,21 @@ def test_outputs_are_copied_into_harness_memory_before_they_are_shared():
 def test_every_torch_dtype_has_a_name_a_descriptor_can_carry():
     for d in (torch.float8_e4m3fn, torch.uint16, torch.complex32, torch.bfloat16, torch.bool):
         assert share._DTYPES[str(d).removeprefix("torch.")] is d
+
+
+def test_an_output_the_reference_cannot_read_is_the_candidates_failure():
+    """The reference worker's judge step: a descriptor it cannot open (forged, or of a kind it cannot
+    rebuild) comes back as 'unreadable', which the evaluator turns into the candidate's runtime_error."""
+    import types
+
+    from cuda_agent.sandbox.worker import Worker
+
+    w = Worker(conn=types.SimpleNamespace(send_bytes=None))  # no pipe: op_judge is called directly
+    w.exporter = share.Exporter(torch.device("cpu"))
+    w.refs["trial"] = torch.ones(3)
+    forged = {"tensor": {"cuda": True, "size": [3], "stride": [1], "offset": 0, "dtype": "no_such_dtype"}}
+    r = w.op_judge({"key": "trial", "output": forged, "precision": "fp32"})
+    assert set(r) == {"unreadable"} and r["unreadable"].startswith("KeyError")
+    w.refs["trial"] = torch.ones(3)
+    r = w.op_judge({"key": "trial", "output": {"tensor": {"cuda": False, "value": torch.ones(3)}}, "precision": "fp32"})
+    assert r["comparison"]["ok"] is True and r["input_mutated"] is False
