@@ -259,7 +259,7 @@ class Worker:
             out = share.open_tree(msg["output"])
             c = compare(out, ref, msg["precision"])
         except Exception as e:
-            if _is_cuda_fault(e):
+            if _is_cuda_fault(e) or isinstance(e, torch.OutOfMemoryError):  # the judge's own trouble
                 raise
             return {"unreadable": f"{type(e).__name__}: {str(e)[:300]}"}
         del out, ref
