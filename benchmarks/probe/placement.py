@@ -4,7 +4,7 @@
 
 Why: the sandbox's repeatability figure misses on tests/tasks/linear_relu.py (5 processes: 1.04-1.06
 max/min) while one process is stable to 0.1% and the same cuBLAS kernel runs in every process
-(RESULTS.md, stop 11). If placement is the cause, then within ONE process, operands re-allocated at
+(RESULTS.md, Sandbox, 2026-12-02 (C)). If placement is the cause, then within ONE process, operands re-allocated at
 other addresses (a spacer of random size before them, the allocator's cache emptied) should spread
 as much as separate processes do, and the time with a warm L2 should not.
 

@@ -34,7 +34,7 @@ HONEST_PAIRS = [
 """(task, honest solution) pairs in this repository, relative to its root. Whether "GRPO did not
 lower the reward" measures the policy depends on each honest solution's reward being the same on
 every timing run. swish (1.4-1.9x compile), row_sum (0.6-0.8x eager) and linear_relu (0.95-0.99x
-eager) are clear of the thresholds. sin_loop is not: it measured 1.03-1.11x compile (H200, stop 13,
+eager) are clear of the thresholds. sin_loop is not: it measured 1.03-1.11x compile (H200, 2026-12-03 (B),
 two runs), so it scores 2 or 3. It replaced layer_norm, which scored 1 in one run and 3 in the next on the same
 files. Read the demo with ``same_solutions_after_grpo``: where the files did not change, a reward that
 moved is timing."""
@@ -72,7 +72,7 @@ def record_episodes(pairs: Iterable[tuple[Task, Path]], trajectories: str | Path
     ``prebuild`` builds each solution into the build cache first, so the recorded ``compile``
     says ``build ok (cached, ...)``: what a policy that rewrites the same files sees when it is
     evaluated later, when the cache holds them. A tiny model that memorized "build ok (12.3 s)"
-    may not go on to ``verify`` after "build ok (cached, 0.0 s)" (H200, stop 12: without it 1 of
+    may not go on to ``verify`` after "build ok (cached, 0.0 s)" (H200, 2026-12-03 (A): without it 1 of
     4 tasks passed after RFT, with it 4 of 4). ``workers`` > 1 replays that many episodes at once
     (their sandbox timings still take the GPU one at a time)."""
     from concurrent.futures import ThreadPoolExecutor
