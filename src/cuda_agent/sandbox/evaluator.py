@@ -210,8 +210,7 @@ class _Evaluation:
         self._drop(["trial"])  # its buffers are not needed any more
         set_bytes = self.set_bytes or 1
         n_rot = trial_inputs.rotation_sets(set_bytes, cfg.rotate_bytes, cfg.num_recheck)
-        rot = self._ref_step(lambda: self._shared(self.ref.request, {
-            "op": "rotation", "seeds": [self.seed + 1000 + i for i in range(n_rot)]}, cfg.run_timeout_s))
+        rot = self._ref_gpu({"op": "rotation", "seeds": [self.seed + 1000 + i for i in range(n_rot)]})
         if rot is None:
             return
         rotation = rot["sets"]
@@ -221,8 +220,7 @@ class _Evaluation:
             timed = self._time_candidate(rotation)
         if timed is None:
             return
-        mutated = self._ref_step(lambda: self._shared(self.ref.request,  # re-draws them: GPU work
-            {"op": "check_shared", "keys": [f"rotation {i}" for i in range(n_rot)]}, cfg.run_timeout_s))
+        mutated = self._ref_gpu({"op": "check_shared", "keys": [f"rotation {i}" for i in range(n_rot)]})
         if mutated is None:
             return
         if mutated["mutated"]:
@@ -250,12 +248,11 @@ class _Evaluation:
         """Checked trials, one input set at a time: (label, seed, kind, reuse the previous set's buffers).
         Returns (all judged correct, the trials the reference itself could not run). ``required``: when the
         reference can run none of them, that is a harness_error (else, for extra trials, nothing)."""
-        v, cfg = self.v, self.config
+        v = self.v
         skipped, judged = [], 0
         for i, (label, seed, kind, reuse) in enumerate(trials):
             keep = i + 1 < len(trials) and trials[i + 1][3]  # the next trial writes into these buffers
-            ref = self._ref_step(lambda: self._shared(self.ref.request, {
-                "op": "ref_trial", "key": "trial", "seed": seed, "kind": kind, "reuse": reuse}, cfg.run_timeout_s))
+            ref = self._ref_gpu({"op": "ref_trial", "key": "trial", "seed": seed, "kind": kind, "reuse": reuse})
             if ref is None:
                 return False, skipped
             if "skipped" in ref:  # a task that rejects some inputs (signed ones, say): not the candidate's fault
@@ -263,10 +260,8 @@ class _Evaluation:
                 continue
             self.out_bytes = self.out_bytes or ref["out_bytes"]
             self.set_bytes = self.set_bytes or ref["in_bytes"]
-            cand = self._cand_step(lambda: self._shared(self.cand.request, {
-                "op": "trial", "key": "trial", "inputs": ref["inputs"], "reuse": reuse, "keep": keep,
-                "out_bytes": self.out_bytes},
-                cfg.run_timeout_s))
+            cand = self._cand_gpu({"op": "trial", "key": "trial", "inputs": ref["inputs"], "reuse": reuse,
+                                   "keep": keep, "out_bytes": self.out_bytes})
             if cand is None or not self._judge(cand, "trial", label):
                 return False, skipped
             judged += 1
@@ -280,11 +275,9 @@ class _Evaluation:
 
     def _recheck(self, sets: list[tuple[int, str]]) -> bool:
         """New values written into the very buffers the candidate was timed on, checked trials again."""
-        cfg = self.config
         keys, shared = [], []
         for i, (seed, kind) in enumerate(sets):
-            ref = self._ref_step(lambda: self._shared(self.ref.request, {
-                "op": "ref_trial", "key": f"re-check {i}", "seed": seed, "kind": kind}, cfg.run_timeout_s))
+            ref = self._ref_gpu({"op": "ref_trial", "key": f"re-check {i}", "seed": seed, "kind": kind})
             if ref is None:
                 return False
             if "skipped" not in ref:
@@ -293,8 +286,7 @@ class _Evaluation:
         self._drop([f"re-check {i}" for i in range(len(sets)) if f"re-check {i}" not in keys])
         if not keys:
             return True
-        rc = self._cand_step(lambda: self._shared(self.cand.request,
-            {"op": "recheck", "inputs": shared, "out_bytes": self.out_bytes}, cfg.run_timeout_s))
+        rc = self._cand_gpu({"op": "recheck", "inputs": shared, "out_bytes": self.out_bytes})
         if rc is None or not self._integrity_ok(rc, "during forward"):
             return False
         for key, trial in zip(keys, rc["trials"]):
@@ -312,6 +304,14 @@ class _Evaluation:
         """A worker request that uses the GPU without timing: shares the GPU with other evaluations."""
         with self.lock.shared():
             return request(msg, timeout)
+
+    def _ref_gpu(self, msg: dict, timeout: float | None = None) -> dict | None:
+        """A shared-GPU request to the reference worker; None when it failed (the verdict says why)."""
+        return self._ref_step(lambda: self._shared(self.ref.request, msg, timeout or self.config.run_timeout_s))
+
+    def _cand_gpu(self, msg: dict, timeout: float | None = None) -> dict | None:
+        """A shared-GPU request to the candidate's worker; None when it failed (the verdict says why)."""
+        return self._cand_step(lambda: self._shared(self.cand.request, msg, timeout or self.config.run_timeout_s))
 
     def _static(self) -> bool:
         v = self.v
@@ -412,8 +412,7 @@ class _Evaluation:
             for f in trial["flags"]:
                 v.reject(f"{label}: {f}", f.split(":")[0])
             return False
-        r = self._ref_step(lambda: self._shared(self.ref.request, {
-            "op": "judge", "key": key, "output": trial["output"], "precision": cfg.precision}, cfg.run_timeout_s))
+        r = self._ref_gpu({"op": "judge", "key": key, "output": trial["output"], "precision": cfg.precision})
         if r is None:
             return False
         if "unreadable" in r:
@@ -592,9 +591,8 @@ class _Evaluation:
             v.reject("the timing reply lacks the timed outputs' checksums: the harness's reply was tampered with",
                      "bad_reply")
             return False
-        ref = self._ref_step(lambda: self._shared(self.ref.request, {
-            "op": "checksums", "start_step": start, "n": len(cand),
-            "seed": self.checksum_seed}, cfg.baseline_timeout_s))
+        ref = self._ref_gpu({"op": "checksums", "start_step": start, "n": len(cand), "seed": self.checksum_seed},
+                            cfg.baseline_timeout_s)
         if ref is None:
             return False
         bad = timed_output_mismatches(cand, ref["checksums"], v.tolerance or 1e-4)
@@ -608,8 +606,7 @@ class _Evaluation:
 
     def _census(self) -> bool:
         """Which CUDA kernels did the candidate launch? Torch's own are not allowed."""
-        prof = self._cand_step(lambda: self._shared(self.cand.request, {"op": "profile", "iters": 3},
-                                                    self.config.run_timeout_s))
+        prof = self._cand_gpu({"op": "profile", "iters": 3})
         if prof is None:
             return False
         kernels = prof["kernels"]

@@ -55,6 +55,8 @@ def nbytes(obj) -> int:
         return obj.numel() * obj.element_size()
     if isinstance(obj, (list, tuple)):
         return sum(nbytes(o) for o in obj)
+    if isinstance(obj, dict):
+        return sum(nbytes(o) for o in obj.values())
     return 0
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .inputs import nbytes
+
 
 @dataclass
 class Footprint:
@@ -27,16 +29,6 @@ class Footprint:
         return {"input_mib": None if self.input_bytes is None else round(self.input_bytes / mib, 1),
                 "output_mib": None if self.output_bytes is None else round(self.output_bytes / mib, 1),
                 **({"error": self.error} if self.error else {})}
-
-
-def nbytes(obj) -> int:
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, (list, tuple)):
-        return sum(nbytes(o) for o in obj)
-    if isinstance(obj, dict):
-        return sum(nbytes(o) for o in obj.values())
-    return 0
 
 
 def task_footprint(task_module, init_inputs: list) -> Footprint:

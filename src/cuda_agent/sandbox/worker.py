@@ -237,9 +237,7 @@ class Worker:
         key, seed, kind = msg["key"], msg["seed"], msg.get("kind", TASK)
         values = draw(self.task_module, seed, kind, self.device)
         if self.repeatable is None:  # the re-draw check needs get_inputs() to repeat itself bit for bit
-            again = draw(self.task_module, seed, kind, self.device)
-            self.repeatable = all(not isinstance(a, torch.Tensor) or bitwise_equal(a, b) for a, b in zip(values, again))
-            del again
+            self.repeatable = _same_values(values, draw(self.task_module, seed, kind, self.device))
         descriptors = self.exporter.share(key, values, reuse=msg.get("reuse", False))
         self.drawn[key] = (seed, kind)
         try:
@@ -271,8 +269,7 @@ class Worker:
         bufs = self.exporter.sets.get(key)
         if bufs is None or key not in self.drawn or self.device.type != "cuda" or not self.repeatable:
             return False
-        fresh = draw(self.task_module, *self.drawn[key], self.device)
-        return any(isinstance(b, torch.Tensor) and not bitwise_equal(b, f) for b, f in zip(bufs, fresh))
+        return not _same_values(bufs, draw(self.task_module, *self.drawn[key], self.device))
 
     def op_rotation(self, msg: dict) -> dict:
         """The timing loop's input sets: drawn here, the reference's own ring made from them, and a
@@ -284,7 +281,7 @@ class Worker:
             shared.append(self.exporter.share(f"rotation {i}", values))
             self.drawn[f"rotation {i}"] = (seed, TASK)
         del sets
-        return {"sets": shared, "set_bytes": nbytes(list(self.ring.bufs[0])), "repeatable": self.repeatable}
+        return {"sets": shared, "repeatable": self.repeatable}
 
     def op_check_shared(self, msg: dict) -> dict:
         """Which shared sets no longer hold what was drawn (after the candidate was timed on them)?"""
@@ -301,14 +298,18 @@ class Worker:
     def op_trial(self, msg: dict) -> dict:
         """One checked trial on the shared set ``msg['inputs']`` (the same buffers as the last set under
         ``key`` when ``reuse``); the output is shared back for the reference to judge."""
-        self.pending = []  # the reference has judged the previous outputs: free them, and the IPC limbo
-        share.collect(self.device)
+        self._release_judged()
         bufs = self.importer.open_set(msg["key"], msg["inputs"], msg.get("reuse", False))
         result = self._checked_trial(bufs, msg.get("out_bytes", []))
         del bufs
         if not msg.get("keep", True):  # the next set is a new one: let go of this one's mapping now
             self.importer.drop(msg["key"])
         return {**result, "integrity": self._integrity()}
+
+    def _release_judged(self) -> None:
+        """The reference has judged the outputs shared before this request: free them, and the IPC limbo."""
+        self.pending = []
+        share.collect(self.device)
 
     def op_compile(self, msg: dict) -> dict:
         """torch.compile the reference and run it once (compilation is CPU work: done before the
@@ -365,8 +366,7 @@ class Worker:
     def op_recheck(self, msg: dict) -> dict:
         """New values written into the timing buffers (same addresses), checked trials again."""
         _fn, ring, _n = self.timing_state
-        self.pending = []
-        share.collect(self.device)
+        self._release_judged()
         bufsets = ring.overwrite([[share.open_tree(d) for d in s] for s in msg["inputs"]])
         self.prev_outputs = None
         results = [self._checked_trial(bufs, msg.get("out_bytes", [])) for bufs in bufsets[: len(msg["inputs"])]]
@@ -396,6 +396,11 @@ class Worker:
                 kernels.append({"name": e.key, "count": int(e.count), "cuda_us": float(t)})
         kernels.sort(key=lambda k: -k["cuda_us"])
         return {"kernels": kernels, "iters": msg.get("iters", 3), "integrity": self._integrity()}
+
+
+def _same_values(a: list, b: list) -> bool:
+    """Two input sets hold the same tensors bit for bit (plain arguments are not compared)."""
+    return all(not isinstance(x, torch.Tensor) or bitwise_equal(x, y) for x, y in zip(a, b))
 
 
 def _is_cuda_fault(e: BaseException) -> bool:
