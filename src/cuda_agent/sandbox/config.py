@@ -76,12 +76,18 @@ class SandboxConfig:
     cache_dir: Path = field(default_factory=default_cache_dir)
     arch: str | None = None
     """CUDA arch to build for, e.g. '90'. None: read from the GPU, else 90."""
+    isolation: str = "bwrap"
+    """'bwrap': builds, the candidate worker and the agent's bash run confined (sandbox/confine.py), and
+    an evaluation refuses to start where confinement cannot be set up. 'none' (--unsafe-no-isolation):
+    unconfined, with a warning in every verdict."""
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.rules not in RULE_SETS:
             raise ValueError(f"rules must be one of {RULE_SETS}, got {self.rules!r}")
+        if self.isolation not in ("bwrap", "none"):
+            raise ValueError(f"isolation must be 'bwrap' or 'none', got {self.isolation!r}")
         if self.num_trials < 1:
             raise ValueError("num_trials must be >= 1")
         self.cache_dir = Path(self.cache_dir)
