@@ -187,7 +187,8 @@ def _jailed(cmd: list[str], config: SandboxConfig, ro: list[Path], rw: list[Path
     """A build command, confined (see the module doc) unless isolation is off."""
     if config.isolation == "none":
         return cmd
-    jail = confine.Jail(ro_binds={str(p): str(p) for p in ro}, binds={str(p): str(p) for p in rw})
+    jail = confine.Jail(ro_binds={str(p): str(p) for p in ro}, binds={str(p): str(p) for p in rw},
+                        hidden=[str(config.cache_dir)])
     return jail.command(cmd, scratch=None, cwd=str(ro[0]))
 
 
@@ -342,7 +343,8 @@ def _build_file(solution: Solution, config: SandboxConfig, out_dir: Path) -> Bui
         stage_solution(solution, work / "solution")
         env = confine.confined_env(inline_env(f"{confine.INSIDE}/torch_extensions", resolve_arch(config)))
         inside = f"{confine.INSIDE}/solution/{solution.path.name}"
-        cmd = confine.Jail().command([sys.executable, "-m", "cuda_agent.sandbox.inline_build", inside],
+        cmd = confine.Jail(hidden=[str(config.cache_dir)]).command(
+            [sys.executable, "-m", "cuda_agent.sandbox.inline_build", inside],
                                      scratch=str(work), cwd=f"{confine.INSIDE}/solution")
         cwd, roots = None, {f"{confine.INSIDE}/solution": "", f"{confine.INSIDE}/torch_extensions": ""}
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,

@@ -722,7 +722,7 @@ def candidate_jail(config: SandboxConfig) -> confine.Jail | None:
     if config.isolation == "none":
         return None
     on_gpu = not rehearsal()
-    return confine.Jail(share_pid=on_gpu, gpu=on_gpu)
+    return confine.Jail(share_pid=on_gpu, gpu=on_gpu, hidden=[str(config.cache_dir)])
 
 
 def worker_env(config: SandboxConfig, built: BuildResult | None = None) -> dict[str, str]:
