@@ -10,6 +10,7 @@
 #   train    - train smoke (needs the wheels in .whl/, see docs/train.md: carry ".whl"); with 2+ GPUs the
 #              service times on GPU 1 while training uses GPU 0, and a probe compares timings idle vs training
 #   side-by-side - (issue 15) cached-baseline eval --calibrate vs KernelBench-style in-process eval, 6 real tasks
+#   confinement - (issue 20) a cached evaluation's cost with confinement on and off (carry .whl and KernelBench)
 #   rules    - (issue 16) the KernelBench-style corpus under both rule sets: GPU tests, bench + reports
 #   placement - (~1 min) does the GEMM's flushed time depend on where its operands land? 3 processes
 #   multigpu-fill, multigpu - (2+ GPUs, issue 8) bench over 52 problems: fill the caches, then one GPU vs all
@@ -63,6 +64,10 @@ case "$stage" in
     # issue 15: cached-baseline eval --calibrate vs a KernelBench-style in-process evaluation (carry third_party/KernelBench)
     timeout 560 python3 benchmarks/kernelbench_side_by_side.py --kernelbench third_party/KernelBench/KernelBench \
       --out "$OUT/side_by_side.json" 2>&1 | tee "$OUT/side_by_side.log" | tail -8 ;;
+  confinement)
+    # (issue 20) the GPU suite already runs confined; this is the cost side by side, on and off
+    timeout 560 python3 benchmarks/confinement_cost.py --kernelbench third_party/KernelBench/KernelBench --reps 3 \
+      --out "$OUT/confinement_cost.json" 2>&1 | tee "$OUT/confinement_cost.log" | tail -8 ;;
   rules)
     # issue 16: the KernelBench-style corpus under both rule sets (tests, then bench + reports)
     export CUDA_AGENT_TEST_CACHE=/tmp/ca16
