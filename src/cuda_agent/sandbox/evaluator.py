@@ -787,7 +787,7 @@ def killed_from_outside(worker: WorkerProcess | None) -> bool:
     if worker is None or worker.killed_by_harness:
         return False
     try:
-        code = worker.proc.wait(timeout=5)
+        code = worker.exit_code(timeout=5)
     except Exception:  # noqa: BLE001 - still running: it did not die of a signal
         return False
     return code == -signal.SIGKILL

@@ -112,7 +112,7 @@ class WorkerProcess:
         try:
             data = self.conn.recv_bytes()
         except (EOFError, OSError):
-            code = self.proc.wait()
+            code = self.exit_code()
             raise WorkerDied(f"{self.label} exited with code {code} during '{msg['op']}'"
                              f"{_signal_name(code)}", self.read_log()) from None
         try:
@@ -130,6 +130,16 @@ class WorkerProcess:
         if isinstance(reply.get("memory"), dict):
             self.memory = reply["memory"]
         return reply
+
+    def exit_code(self, timeout: float | None = None) -> int:
+        """The worker's exit status as Popen reports it (negative N: killed by signal N). bwrap reports a
+        child killed by signal N as 128 + N; that is translated back, so that a confined worker killed by
+        the OOM killer reads as SIGKILL (a candidate exiting with 137 itself gains nothing by it: a
+        worker killed from outside earns a null reward, never a positive one)."""
+        code = self.proc.wait(timeout=timeout)
+        if self.scratch is not None and 128 < code <= 128 + 64:
+            return -(code - 128)
+        return code
 
     def read_log(self, limit: int = 6000) -> str:
         try:
