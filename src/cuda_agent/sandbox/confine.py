@@ -117,13 +117,21 @@ def trusted_paths(extra: tuple[str | Path, ...] = ()) -> list[str]:
     return out
 
 
+TOOLS = ("nvcc", "ninja", "c++", "g++", "gcc", "cc", "bash", "nvidia-smi", "ncu")
+"""Programs confined code runs: their directories are bound too where they lie outside the system's
+(a user install's ~/.local/bin, a CUDA toolkit under /opt or elsewhere)."""
+
+
+@functools.cache
 def readable_paths() -> list[str]:
-    """The read-only view: the system, then Python and the harness's own package."""
+    """The read-only view: the system, then Python, the harness's own package, and the tools' directories."""
     import cuda_agent
 
     seen: list[str] = []
+    tool_dirs = [str(Path(found).resolve().parent) for t in TOOLS if (found := shutil.which(t))]
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     cands = [*SYSTEM, sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path,
-             str(Path(cuda_agent.__file__).resolve().parent)]
+             str(Path(cuda_agent.__file__).resolve().parent), *tool_dirs, *([home] if home else [])]
     for p in cands:
         if not p or not os.path.isabs(p) or not os.path.exists(p):
             continue
