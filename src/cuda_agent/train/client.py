@@ -47,7 +47,7 @@ class EvalClient:
     backoff_s: float = 1.0
     """First wait between tries; doubles each time, capped at 60 s."""
     token: str | None = field(default=None, repr=False)
-    """The service's shared secret; None: read from the environment (see the module doc), else none."""
+    """The service's shared secret; None: read from the environment (see the module doc); "": send none."""
 
     def __post_init__(self):
         if self.token is None:

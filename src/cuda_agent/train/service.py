@@ -387,7 +387,7 @@ def _handler(service: EvalService):
             try:
                 result = service.wait(job, timeout_s + 1.0)  # +1 s: a job dropped in the queue says so first
             except FutureTimeout as e:
-                return self._send(504, {"error": f"job did not finish in {timeout_s:.0f} s{': ' + str(e) if str(e) else ''}"})
+                return self._send(504, {"error": f"job did not finish in {timeout_s:g} s{': ' + str(e) if str(e) else ''}"})
             except Exception as e:  # noqa: BLE001 - the evaluation raised: no GPU (503), or a service bug (500)
                 from ..sandbox import NoGpuError  # the sandbox's heavy module, imported by the worker that raised
 
