@@ -282,3 +282,44 @@ def test_the_package_compiles_on_the_oldest_supported_python(version):
             "    compile(p.read_text(), str(p), 'exec')\n")
     run = subprocess.run([exe, "-c", code, str(ROOT / "src")], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
+
+
+# ---------------------------------------------------------------------------- the cluster launcher
+
+LAUNCHER = ROOT / "scripts" / "launch_verl_ray.sh"
+
+
+def _launch(tmp_path, role, **env):
+    """scripts/launch_verl_ray.sh with a ``cuda-agent`` on PATH that only records its arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "cuda-agent"
+    fake.write_text(f'#!/usr/bin/env bash\necho "$@" >> {tmp_path / "calls"}\n')
+    fake.chmod(0o755)
+    base = {k: v for k, v in os.environ.items() if k not in (TOKEN_ENV, TOKEN_FILE_ENV)}
+    full = base | {"ROLE": role, "PATH": f"{bin_dir}{os.pathsep}{base['PATH']}",
+                   "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), base.get("PYTHONPATH", "")])} | env
+    return subprocess.run(["bash", str(LAUNCHER)], capture_output=True, text=True, env=full, timeout=120)
+
+
+def test_the_launcher_serves_the_network_only_with_a_token(tmp_path):
+    token_file = tmp_path / "secrets" / "eval_token"
+    run = _launch(tmp_path, "eval", EVAL_TOKEN_FILE=str(token_file))
+    assert run.returncode == 0, run.stderr
+    args = (tmp_path / "calls").read_text().split()
+    assert args[:2] == ["train", "serve"] and args[args.index("--token-file") + 1] == str(token_file)
+    assert read_token(token_file) and token_file.stat().st_mode & 0o077 == 0  # made, and private
+    made = token_file.read_text()
+    assert _launch(tmp_path, "eval", EVAL_TOKEN_FILE=str(token_file)).returncode == 0
+    assert token_file.read_text() == made  # kept, not remade: clients already hold it
+
+
+def test_the_launcher_submits_only_with_the_services_token(tmp_path, gated):
+    gate, make = gated
+    svc = make()
+    run = _launch(tmp_path, "submit", EVAL_URL=svc.url, EVAL_TOKEN_FILE=str(tmp_path / "absent"), HEAD_IP="127.0.0.1")
+    assert run.returncode == 1 and "no token for the evaluation service" in run.stderr
+    (tmp_path / "wrong").write_text("wrong-token-wrong-token")
+    run = _launch(tmp_path, "submit", EVAL_URL=svc.url, EVAL_TOKEN_FILE=str(tmp_path / "wrong"), HEAD_IP="127.0.0.1")
+    assert run.returncode == 1 and "requires a token and refuses ours" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr and not (tmp_path / "calls").exists()  # stopped before any work
