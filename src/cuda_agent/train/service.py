@@ -364,7 +364,8 @@ def _handler(service: EvalService):
             self._send(404, {"error": f"no such endpoint: {self.path}"})
 
         def do_POST(self):
-            length = int(self.headers.get("Content-Length") or 0)
+            length = self.headers.get("Content-Length") or "0"
+            length = int(length) if length.isdigit() else -1
             if length <= 0 or length > MAX_BODY:
                 self.close_connection = True  # the unread body would be taken for the next request
                 return self._send(400, {"error": f"body must be 1..{MAX_BODY} bytes of JSON"}, {"Connection": "close"})
