@@ -211,6 +211,26 @@ def test_a_key_joins_its_job_or_gets_its_result_and_is_scoped_to_its_request(gat
     assert _post(svc.url, _body(), {**AUTH, "Idempotency-Key": "no spaces"})[0] == 400
 
 
+def test_a_retry_keeps_its_place_in_the_queue_and_an_abandoned_job_is_dropped(gated):
+    gate, make = gated
+    svc = make()
+    first = svc.submit(SWISH, FILES, "paper", 60.0)  # holds the one worker
+    wait_until(lambda: svc.health()["running"] == 1, "the first job to start")
+    assert _post(svc.url, _body(timeout_s=0.2), AUTH)[0] == 504  # no key: dropped as its request gives up
+    assert svc.health()["queued"] == 0
+    key = {"Idempotency-Key": "k1", **AUTH}
+    assert _post(svc.url, _body(timeout_s=0.2), key)[0] == 504  # a key: kept queued for its retry
+    assert svc.health()["queued"] == 1
+    retry = threading.Thread(target=lambda: replies.append(_post(svc.url, _body(), key)))
+    replies = []
+    retry.start()
+    wait_until(lambda: svc.health()["joined"] == 1, "the retry to join")
+    gate.release.set()
+    retry.join()
+    assert replies[0][0] == 200 and svc.wait(first, 60).reward == -1.0
+    assert gate.calls == 2  # the first job and the keyed one, once
+
+
 # ---------------------------------------------------------------------------- limits and health
 
 def test_per_client_limit_and_the_queue_in_health(gated):
@@ -266,9 +286,10 @@ def test_the_timeout_paths_on_every_supported_python(version):
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout.splitlines()[-1])
     assert out["python"] == version
-    assert "HTTP 504: job did not finish" in out["running_past_timeout"], out
+    assert "HTTP 504: job did not finish" in out["request_past_timeout"], out
     assert out["queued_past_deadline"] == "FutureTimeout: timed out in the queue"
-    assert out["evaluations"] == 1 and out["health"]["timed_out"] == 2 and out["health"]["done"] == 1
+    assert out["first"] == "rejected" and out["evaluations"] == 1
+    assert out["health"]["timed_out"] == 2 and out["health"]["done"] == 1 and out["health"]["queued"] == 0
 
 
 @pytest.mark.parametrize("version", ["3.10"])

@@ -37,7 +37,8 @@ connection costs a wait, not another 20-minute evaluation. Keys are scoped to th
 Limits: ``max_queue`` jobs waiting (beyond: 429), ``per_client`` jobs queued or running per client
 (beyond: 429; a client is a remote address: one rollout node, however many workers it runs),
 ``per_gpu`` jobs running per GPU, ``job_timeout_s`` per job from arrival (a job that waited too long
-is dropped unrun with 504; a job whose every request gave up while it waited is dropped too).
+is dropped unrun with 504; one without a key is dropped as soon as its request gives up, a keyed one
+keeps its place in the queue for a retry to join).
 """
 
 from __future__ import annotations
@@ -130,12 +131,12 @@ class _Job:
     client: str = "local"
     key: str | None = None
     digest: str = ""
-    """sha256 of the request body: a key reused for a different request is refused, not joined."""
+    """Of the task, files and reward kind: a key reused for a different evaluation is refused, not joined."""
     number: int = 0
     arrived: float = field(default_factory=time.monotonic)
     started: float | None = None
     waiters: int = 1
-    """Requests waiting for it; the last one to give up drops it if it has not started."""
+    """Requests waiting for it; when the last gives up, a job without a key is dropped if it has not started."""
     future: Future = field(default_factory=Future)
 
     def replaceable(self) -> bool:
@@ -246,8 +247,10 @@ class EvalService:
         finally:
             with self._lock:
                 job.waiters -= 1
-                if job.waiters == 0:
+                if job.waiters == 0 and job.key is None:
                     job.future.cancel()  # drops it if still queued; a running or finished job is untouched
+                # A keyed job keeps its place in the queue: a retry joining it extends its deadline (else
+                # the worker drops it when it comes up), so a retry never goes back to the end of the queue.
 
     def health(self) -> dict[str, Any]:
         cfg, now = self.config, time.monotonic()
@@ -329,6 +332,11 @@ def parse_request(body: dict[str, Any], default_timeout_s: float) -> tuple[Task,
     return Task(name=name, source=task["source"], meta=dict(task.get("meta") or {})), files, kind, timeout_s
 
 
+def _digest(task: Task, files: dict[str, str], reward_kind: str) -> str:
+    """What makes two requests the same evaluation (a retry may ask for another timeout)."""
+    return hashlib.sha256(json.dumps([task.name, task.source, files, reward_kind], sort_keys=True).encode()).hexdigest()
+
+
 def _handler(service: EvalService):
     token = service.config.token
 
@@ -380,7 +388,7 @@ def _handler(service: EvalService):
             try:
                 task, files, kind, timeout_s = parse_request(json.loads(raw), service.config.job_timeout_s)
                 job = service.submit(task, files, kind, timeout_s, client=self.client_address[0], key=key,
-                                     digest=hashlib.sha256(raw).hexdigest())
+                                     digest=_digest(task, files, kind))
             except (ValueError, json.JSONDecodeError) as e:
                 return self._send(400, {"error": str(e)})
             except Refused as e:
