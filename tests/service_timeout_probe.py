@@ -54,7 +54,7 @@ def probe(task: Task) -> dict:
     gate = Gate()
     service.LocalEvaluator = lambda sandbox: gate
     svc = service.EvalService(service.EvalServiceConfig(port=0, gpus=[0], per_gpu=1, job_timeout_s=0.2)).start()
-    out: dict = {"python": "%d.%d" % sys.version_info[:2]}
+    out: dict = {"python": f"{sys.version_info[0]}.{sys.version_info[1]}"}
     try:
         first = svc.submit(task, FILES, "paper", 60.0)  # takes the one worker, held by the gate
         wait_until(lambda: svc.health()["running"] == 1, "the first job to start")

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -23,8 +22,15 @@ import pytest
 from cuda_agent import cli
 from cuda_agent.tasks import load_task
 from cuda_agent.train import client as client_module
-from cuda_agent.train.auth import TOKEN_ENV, TOKEN_FILE_ENV, ServiceConfigError, bearer_ok, is_loopback, read_token
-from cuda_agent.train.client import EvalClient, EvalUnauthorized, EvalUnavailable
+from cuda_agent.train.auth import (
+    TOKEN_ENV,
+    TOKEN_FILE_ENV,
+    ServiceConfigError,
+    bearer_ok,
+    is_loopback,
+    read_token,
+)
+from cuda_agent.train.client import EvalClient, EvalUnauthorized
 from cuda_agent.train.service import EvalService, EvalServiceConfig
 
 from .conftest import ROOT, TASKS
@@ -48,7 +54,7 @@ def gated(monkeypatch):
     made = []
 
     def make(**kw):
-        cfg = dict(port=0, gpus=[0], per_gpu=1, token=TOKEN) | kw
+        cfg = {"port": 0, "gpus": [0], "per_gpu": 1, "token": TOKEN} | kw
         svc = EvalService(EvalServiceConfig(**cfg)).start()
         made.append(svc)
         return svc
@@ -262,11 +268,11 @@ def _python(version: str) -> str | None:
     pyenv_root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
     candidates += sorted(glob.glob(f"{pyenv_root}/versions/{version}.*/bin/python{version}"))
     if shutil.which("uv"):
-        found = subprocess.run(["uv", "python", "find", version], capture_output=True, text=True)
+        found = subprocess.run(["uv", "python", "find", version], capture_output=True, text=True, check=False)
         candidates.append(found.stdout.strip() if found.returncode == 0 else None)
     for exe in filter(None, candidates):
         said = subprocess.run([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, check=False)
         if said.returncode == 0 and said.stdout.strip() == version:
             return exe
     return None
@@ -282,7 +288,7 @@ def test_the_timeout_paths_on_every_supported_python(version):
     env = {k: v for k, v in os.environ.items() if k not in (TOKEN_ENV, TOKEN_FILE_ENV)}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
     run = subprocess.run([exe, str(Path(__file__).with_name("service_timeout_probe.py")), str(TASKS / "swish_small.py")],
-                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+                         capture_output=True, text=True, check=False, env=env, cwd=ROOT, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout.splitlines()[-1])
     assert out["python"] == version
@@ -301,7 +307,7 @@ def test_the_package_compiles_on_the_oldest_supported_python(version):
     code = ("import pathlib, sys\n"
             "for p in sorted(pathlib.Path(sys.argv[1]).rglob('*.py')):\n"
             "    compile(p.read_text(), str(p), 'exec')\n")
-    run = subprocess.run([exe, "-c", code, str(ROOT / "src")], capture_output=True, text=True, timeout=300)
+    run = subprocess.run([exe, "-c", code, str(ROOT / "src")], capture_output=True, text=True, check=False, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
 
 
@@ -320,7 +326,7 @@ def _launch(tmp_path, role, **env):
     base = {k: v for k, v in os.environ.items() if k not in (TOKEN_ENV, TOKEN_FILE_ENV)}
     full = base | {"ROLE": role, "PATH": f"{bin_dir}{os.pathsep}{base['PATH']}",
                    "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), base.get("PYTHONPATH", "")])} | env
-    return subprocess.run(["bash", str(LAUNCHER)], capture_output=True, text=True, env=full, timeout=120)
+    return subprocess.run(["bash", str(LAUNCHER)], capture_output=True, text=True, check=False, env=full, timeout=120)
 
 
 def test_the_launcher_serves_the_network_only_with_a_token(tmp_path):
@@ -336,7 +342,7 @@ def test_the_launcher_serves_the_network_only_with_a_token(tmp_path):
 
 
 def test_the_launcher_submits_only_with_the_services_token(tmp_path, gated):
-    gate, make = gated
+    _, make = gated
     svc = make()
     run = _launch(tmp_path, "submit", EVAL_URL=svc.url, EVAL_TOKEN_FILE=str(tmp_path / "absent"), HEAD_IP="127.0.0.1")
     assert run.returncode == 1 and "no token for the evaluation service" in run.stderr

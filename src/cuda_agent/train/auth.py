@@ -19,8 +19,8 @@ import hmac
 import ipaddress
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 TOKEN_ENV = "CUDA_AGENT_EVAL_TOKEN"
 TOKEN_FILE_ENV = "CUDA_AGENT_EVAL_TOKEN_FILE"
