@@ -53,7 +53,7 @@ def wait_until(predicate, what: str, limit_s: float = 60.0) -> None:
 def probe(task: Task) -> dict:
     gate = Gate()
     service.LocalEvaluator = lambda sandbox: gate
-    svc = service.EvalService(service.EvalServiceConfig(port=0, gpus=[0], per_gpu=1, job_timeout_s=0.2)).start()
+    svc = service.EvalService(service.EvalServiceConfig(port=0, gpus=[0], per_gpu=1, job_timeout_s=0.2, isolation="none")).start()
     out: dict = {"python": f"{sys.version_info[0]}.{sys.version_info[1]}"}
     try:
         first = svc.submit(task, FILES, "paper", 60.0)  # takes the one worker, held by the gate

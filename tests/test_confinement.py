@@ -281,3 +281,22 @@ def test_an_agents_bash_cannot_reach_the_judge(judge, tmp_path):
         listener.close()
     again = judge(HONEST, static_rules=True)
     assert (again.eager_ms, again.compile_ms) == (judge.first.eager_ms, judge.first.compile_ms)
+
+
+def test_the_evaluation_service_and_optimize_refuse_without_confinement(monkeypatch, tmp_path):
+    from cuda_agent.sandbox import confine
+    from cuda_agent.train.auth import ServiceConfigError
+    from cuda_agent.train.service import EvalService, EvalServiceConfig
+
+    monkeypatch.setattr(confine, "probe", lambda: "bubblewrap cannot set up namespaces on this machine (test)")
+    with pytest.raises(ServiceConfigError, match="cannot set up namespaces"):
+        EvalService(EvalServiceConfig(port=0, gpus=[0])).start()
+    EvalService(EvalServiceConfig(port=0, gpus=[0], isolation="none")).start().stop()  # the flag: it starts
+
+    from cuda_agent.cli import main
+    task = tmp_path / "t.py"
+    task.write_text((TASKS / "swish_small.py").read_text())
+    steps = tmp_path / "steps.json"
+    steps.write_text('[{"tool_calls": [{"name": "submit", "arguments": {"summary": "x"}}]}]')
+    assert main(["optimize", str(task), "--replay", str(steps), "--out", str(tmp_path / "o")]) == 3
+    assert not (tmp_path / "o").exists()  # refused before a workspace was made

@@ -187,7 +187,10 @@ class Jail:
             cmd += ["--proc", "/proc"]
         cmd += ["--tmpfs", "/tmp"]
         for p in [*trusted_paths(), *self.hidden]:
-            cmd += ["--tmpfs", p]
+            if os.path.isfile(p):  # a token file: an empty file in its place
+                cmd += ["--ro-bind", "/dev/null", p]
+            elif os.path.isdir(p) or not os.path.exists(p):
+                cmd += ["--tmpfs", p]
         if scratch is not None:
             cmd += ["--bind", scratch, INSIDE]
         for host, inside in self.ro_binds.items():

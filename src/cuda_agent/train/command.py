@@ -55,9 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "queued or running at once")
     p.add_argument("--job-timeout-s", type=float, default=1200.0)
     p.add_argument("--precision", default="fp32", choices=["fp32", "tf32"])
-    from ..sandbox.commands.check_cmd import add_rules_argument
+    from ..sandbox.commands.check_cmd import add_isolation_argument, add_rules_argument
 
     add_rules_argument(p)
+    add_isolation_argument(p)
     p.set_defaults(train_action="serve")
 
     p = sub.add_parser("data", help="convert: tasks -> prompts / verl parquet; trajectories -> SFT / value rows")
@@ -120,7 +121,8 @@ def _serve(args) -> int:
         cfg = EvalServiceConfig(host=args.host, port=args.port, gpus=[int(g) for g in args.gpus.split(",") if g.strip()],
                                 per_gpu=args.per_gpu, max_queue=args.max_queue, per_client=args.per_client,
                                 job_timeout_s=args.job_timeout_s, token=read_token(args.token_file),
-                                precision=args.precision, rules=args.rules)
+                                precision=args.precision, rules=args.rules,
+                                isolation="none" if args.unsafe_no_isolation else "bwrap")
         service = EvalService(cfg).start()
     except ServiceConfigError as e:
         print(f"cuda-agent train serve: {e}", file=sys.stderr)

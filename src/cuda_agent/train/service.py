@@ -100,6 +100,9 @@ class EvalServiceConfig:
     """The sandbox's rule set (SandboxConfig.rules): cuda-agent or kernelbench."""
     rep_ms: float = 200.0
     """Timing budget per measurement (SandboxConfig.rep_ms)."""
+    isolation: str = "bwrap"
+    """SandboxConfig.isolation: 'bwrap' (confined; the service refuses to start where it cannot be), or
+    'none' (--unsafe-no-isolation)."""
     cache_dir: Path | None = None
     """Sandbox cache (builds, baselines); None: the sandbox default."""
 
@@ -167,11 +170,15 @@ class EvalService:
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> "EvalService":
         cfg = self.config
+        from ..sandbox.confine import unavailable
+        unconfinable = unavailable(cfg.isolation)
+        if unconfinable:  # fail closed: the service runs submitted code for every client
+            raise ServiceConfigError(unconfinable)
         self._server = ThreadingHTTPServer((cfg.host, cfg.port), _handler(self))  # bind first: fail before work
         self._server.daemon_threads = True
         for gpu in cfg.gpus:
             sandbox = SandboxConfig(device=gpu, precision=cfg.precision, rules=cfg.rules, rep_ms=cfg.rep_ms,
-                                    spare_workers=2,
+                                    spare_workers=2, isolation=cfg.isolation,
                                     **({"cache_dir": cfg.cache_dir} if cfg.cache_dir else {}))
             for slot in range(cfg.per_gpu):
                 t = threading.Thread(target=self._work, args=(gpu, LocalEvaluator(sandbox)),
