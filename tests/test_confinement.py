@@ -300,3 +300,20 @@ def test_the_evaluation_service_and_optimize_refuse_without_confinement(monkeypa
     steps.write_text('[{"tool_calls": [{"name": "submit", "arguments": {"summary": "x"}}]}]')
     assert main(["optimize", str(task), "--replay", str(steps), "--out", str(tmp_path / "o")]) == 3
     assert not (tmp_path / "o").exists()  # refused before a workspace was made
+
+
+def test_the_working_directory_and_home_are_never_bound(monkeypatch, tmp_path):
+    """`python -m` puts the working directory on sys.path; a user's home holds keys and other workspaces."""
+    from pathlib import Path
+
+    from cuda_agent.sandbox import confine
+
+    confine.readable_paths.cache_clear()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [str(tmp_path), str(Path.home()), "/", *__import__("sys").path])
+    try:
+        paths = confine.readable_paths()
+        assert str(tmp_path) not in paths and str(Path.home()) not in paths and "/" not in paths
+        assert "/usr" in paths
+    finally:
+        confine.readable_paths.cache_clear()

@@ -129,9 +129,13 @@ def readable_paths() -> list[str]:
 
     seen: list[str] = []
     tool_dirs = [str(Path(found).resolve().parent) for t in TOOLS if (found := shutil.which(t))]
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    cands = [*SYSTEM, sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path,
-             str(Path(cuda_agent.__file__).resolve().parent), *tool_dirs, *([home] if home else [])]
+    cuda = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    # `python -m` puts the working directory on sys.path: never bind it, nor the home directory or a
+    # parent of it (where the user's keys and other workspaces live)
+    cwd, home = os.getcwd(), str(Path.home())
+    py_path = [p for p in sys.path if p and p != cwd and not (home == p or home.startswith(p.rstrip("/") + "/"))]
+    cands = [*SYSTEM, sys.prefix, sys.base_prefix, sys.exec_prefix, *py_path,
+             str(Path(cuda_agent.__file__).resolve().parent), *tool_dirs, *([cuda] if cuda else [])]
     for p in cands:
         if not p or not os.path.isabs(p) or not os.path.exists(p):
             continue
