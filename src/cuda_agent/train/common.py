@@ -41,13 +41,17 @@ def is_main_process() -> bool:
 
 
 def resume_checkpoint(config: RunSettings, trainer_args: Any) -> str | None:
-    """The newest checkpoint to resume from, or None (fresh run or resume off)."""
+    """The newest complete checkpoint to resume from, or None (fresh run or resume off).
+
+    Complete: it has ``trainer_state.json``, which the Trainer writes last. A run killed while
+    saving leaves a ``checkpoint-N`` without it, and transformers' ``get_last_checkpoint`` would
+    pick that one (its step number is the highest) and fail to load it."""
     out = Path(trainer_args.output_dir)
     if not config.resume or not out.is_dir():
         return None
-    from transformers.trainer_utils import get_last_checkpoint
-
-    return get_last_checkpoint(str(out))
+    done = [d for d in out.glob("checkpoint-*") if d.name.rpartition("-")[2].isdigit()
+            and (d / "trainer_state.json").is_file()]
+    return str(max(done, key=lambda d: int(d.name.rpartition("-")[2]))) if done else None
 
 
 def save_config(config: Any, trainer_args: Any) -> None:
