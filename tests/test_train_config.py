@@ -165,3 +165,30 @@ def test_wheel_ships_the_demo_data_and_the_recipe(tmp_path):
         if f.is_file() and "__pycache__" not in f.parts:
             assert f"cuda_agent/train/demo_data/{f.relative_to(DEMO_DATA).as_posix()}" in names, f
     assert {"cuda_agent/train/recipe.py", "cuda_agent/train/config.py", "cuda_agent/train/presets.py"} <= names
+
+
+def test_launched_stage_resolves_the_same_settings(tmp_path):
+    """``train recipe --launcher``: the command each stage is launched with, parsed by our CLI, gives
+    the settings the recipe resolved in its own process (wiring, the stage's YAML, --set)."""
+    import argparse
+
+    from cuda_agent.cli import build_parser
+    from cuda_agent.train.config import merged_yaml, resolved
+    from cuda_agent.train.recipe import Recipe, launch_command, load_recipe
+
+    user = tmp_path / "rft.yaml"
+    user.write_text("learning_rate: 3.0e-4\nreport_to: [tensorboard]\n")
+    cfg = load_recipe("smoke", {"out": str(tmp_path / "run"), "tasks": "t.parquet", "trajectories": "traj/"})
+    recipe = Recipe(cfg, "smoke", {"rft": str(user)}, {"rft": ["max_steps=7"], "agentic": ["temperature=0.5"]})
+    for stage in ("single-turn", "rft", "value", "agentic"):
+        stage_file = tmp_path / f"{stage}.yaml"
+        stage_file.write_text(merged_yaml(recipe.stage_values(stage), recipe.stage_configs.get(stage)))
+        cmd = launch_command("accelerate launch --num_processes 8", stage, "smoke", stage_file,
+                             recipe.overrides.get(stage, []))
+        i = cmd.index("cuda_agent.cli")
+        args: argparse.Namespace = build_parser().parse_args(cmd[i + 1:])
+        child = load_stage(args.stage, args.preset, args.config, None, args.overrides)
+        assert resolved(*child) == resolved(*recipe.stage_config(stage)), stage
+    config, trainer = recipe.stage_config("rft")
+    assert (trainer.learning_rate, trainer.max_steps, trainer.report_to) == (3e-4, 7, ["tensorboard"])
+    assert config.model == str(tmp_path / "run" / "single_turn" / "final") and config.trajectories == "traj/"

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -160,16 +160,12 @@ def resolved(config: Any, trainer: Any) -> dict[str, Any]:
     return {"stage": asdict(config), "trainer": trainer.to_dict()}
 
 
-def stage_yaml(config: Any, trainer: Any) -> str:
-    """A YAML file that reproduces this configuration with ``--config``: every field of the stage's
-    ``Config`` and every trainer argument that differs from its class default."""
+def merged_yaml(values: dict[str, Any], config_file: str | Path | None = None) -> str:
+    """Layers 5 and 6 (``values``, then the YAML file's keys) as one YAML file: what a launched
+    stage process gets with ``--config`` to resolve the same settings (it applies layers 1-4 itself,
+    and the ``--set`` overrides come on its command line)."""
     import yaml
 
-    default = {f.name: f.default for f in fields(type(trainer)) if f.init}
-    given = {f.name: getattr(trainer, f.name) for f in fields(type(trainer)) if f.init}
-    plain = trainer.to_dict()
-    out = dict(asdict(config))
-    for name, value in given.items():
-        if name in plain and value != default.get(name) and not name.startswith("_"):
-            out[name] = plain[name]
-    return yaml.safe_dump(out, sort_keys=True)
+    merged = {k: v for k, v in values.items() if v is not None}
+    merged.update(read_yaml(config_file) if config_file is not None else {})
+    return yaml.safe_dump(merged, sort_keys=False)

@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError, load_stage, parse_layers, stage_yaml
+from .config import ConfigError, load_stage, merged_yaml, parse_layers
 
 
 @dataclass
@@ -91,8 +91,8 @@ class RecipeConfig:
     budget_s: float | None = None
     """Do not start a step after this many seconds (the run stops; run again to resume)."""
     launcher: str | None = None
-    """Run each training stage as ``<launcher> -m cuda_agent.cli train <stage> --config <out>/<stage>/stage.yaml``
-    (e.g. ``accelerate launch --config_file ...``); None: in this process."""
+    """Run each training stage as ``<launcher> -m cuda_agent.cli train <stage> --preset P --config
+    <out>/<stage>/stage.yaml --set ...`` (e.g. ``accelerate launch --config_file ...``); None: in this process."""
 
 
 @dataclass
@@ -190,19 +190,19 @@ class Recipe:
         config, args = self.stage_config(stage)
         resumed = resume_checkpoint(config, args)
         if self.cfg.launcher:
-            final = self._launch(stage, config, args)
+            final = self._launch(stage, Path(args.output_dir))
         else:
             final = stage_class(stage)(config, args).run()
         rows = _rows(Path(args.output_dir))
         return {"final": str(final), "resumed_from": resumed, "steps": max((int(r["step"]) for r in rows), default=0),
                 "last_row": rows[-1] if rows else {}}
 
-    def _launch(self, stage: str, config, args) -> Path:
-        """The stage in its own processes: ``<launcher> -m cuda_agent.cli train <stage> --config stage.yaml``."""
-        out = Path(args.output_dir)
+    def _launch(self, stage: str, out: Path) -> Path:
+        """The stage in its own processes (``launch_command``), resolving the same settings there: the
+        preset, ``stage.yaml`` (the recipe's wiring under the stage's YAML) and the ``--set`` overrides."""
         out.mkdir(parents=True, exist_ok=True)
-        (out / "stage.yaml").write_text(stage_yaml(config, args))
-        cmd = launch_command(self.cfg.launcher, stage, self.preset, out / "stage.yaml")
+        (out / "stage.yaml").write_text(merged_yaml(self.stage_values(stage), self.stage_configs.get(stage)))
+        cmd = launch_command(self.cfg.launcher, stage, self.preset, out / "stage.yaml", self.overrides.get(stage, []))
         print("  $", shlex.join(cmd), flush=True)
         subprocess.run(cmd, check=True)
         return out / "final"
@@ -376,9 +376,11 @@ def split_overrides(items: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def launch_command(launcher: str, stage: str, preset: str, stage_file: Path) -> list[str]:
+def launch_command(launcher: str, stage: str, preset: str, stage_file: Path, overrides: list[str] = ()) -> list[str]:
+    """``<launcher> -m cuda_agent.cli train <stage> --preset P --config stage.yaml [--set k=v ...]``."""
+    sets = [a for item in overrides for a in ("--set", item)]
     return [*shlex.split(launcher), "-m", "cuda_agent.cli", "train", stage, "--preset", preset,
-            "--config", str(stage_file)]
+            "--config", str(stage_file), *sets]
 
 
 def episode_facts(trajectories: Path) -> list[dict[str, Any]]:
