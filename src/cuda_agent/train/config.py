@@ -119,13 +119,13 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def parse_layers(dataclass_types: list[type], what: str, layers: list[dict[str, Any]],
+def parse_layers(dataclass_types: list[type], what: str, layers: dict[str, dict[str, Any]],
                  config_file: str | Path | None = None, overrides: list[str] = ()) -> tuple:
-    """Instances of ``dataclass_types`` from default ``layers`` (lowest first), then the YAML file,
-    then ``key=value`` overrides, all through one ``TrlParser``."""
+    """Instances of ``dataclass_types`` from the named default ``layers`` (lowest first), then the
+    YAML file, then ``key=value`` overrides, all through one ``TrlParser``."""
     parser = make_parser(dataclass_types, what)
-    for i, layer in enumerate(layers):
-        check_keys(layer, parser, f"defaults layer {i}", what)
+    for source, layer in layers.items():
+        check_keys(layer, parser, source, what)
         parser.set_defaults_with_config(**layer)
     args: list[str] = []
     if config_file is not None:
@@ -148,7 +148,9 @@ def load_stage(stage: str, preset: str = "paper", config_file: str | Path | None
     if preset not in PRESETS:
         raise ConfigError(f"preset {preset!r}: expected one of {', '.join(PRESETS)}")
     cls = stage_class(stage)
-    layers = [HOUSE_DEFAULTS, device_defaults(), getattr(cls, "DEFAULTS", {}), PRESETS[preset](stage), values or {}]
+    layers = {"HOUSE_DEFAULTS": HOUSE_DEFAULTS, "device_defaults()": device_defaults(),
+              f"{cls.__name__}.DEFAULTS": getattr(cls, "DEFAULTS", {}), f"preset {preset}": PRESETS[preset](stage),
+              "given values": values or {}}
     config, trainer = parse_layers([cls.Config, resolve_class(cls.TRAINER)], f"stage {stage}", layers,
                                    config_file, overrides)
     return config, trainer

@@ -350,7 +350,8 @@ def load_recipe(preset: str = "smoke", values: dict[str, Any] | None = None, ove
     if preset not in PRESETS:
         raise ConfigError(f"preset {preset!r}: expected one of {', '.join(PRESETS)}")
     given = {k: v for k, v in (values or {}).items() if v is not None}
-    (cfg,) = parse_layers([RecipeConfig], "recipe", [PRESETS[preset]("recipe"), given], None, overrides)
+    (cfg,) = parse_layers([RecipeConfig], "recipe", {f"preset {preset}": PRESETS[preset]("recipe"), "given values": given},
+                          None, overrides)
     return cfg
 
 
