@@ -193,3 +193,11 @@ def test_launched_stage_resolves_the_same_settings(tmp_path):
     config, trainer = recipe.stage_config("rft")
     assert (trainer.learning_rate, trainer.max_steps, trainer.report_to) == (3e-4, 7, ["tensorboard"])
     assert config.model == str(tmp_path / "run" / "single_turn" / "final") and config.trajectories == "traj/"
+
+
+def test_recipe_with_trajectories_needs_tasks_and_model(tmp_path, capsys):
+    argv = ["train", "recipe", "--preset", "cpu", "--out", str(tmp_path / "r"), "--trajectories", "t.jsonl"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("cuda-agent train: recipe: with --trajectories, give --tasks and --model too"), err
+    assert not (tmp_path / "r").exists()  # refused before anything was written

@@ -32,6 +32,8 @@ def stage_class(name: str):
 
 
 def paper(stage: str) -> dict[str, Any]:
+    """The stage defaults as they are; the recipe starts from the 8B actor and skips the evaluations
+    (the agent's local transformers backend is not how an 8B policy is evaluated: use ``cuda-agent bench``)."""
     if stage == "recipe":
         from .common import DEFAULT_ACTOR
 

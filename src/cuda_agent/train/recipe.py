@@ -230,6 +230,9 @@ class Recipe:
     # --- the run ---------------------------------------------------------------------------
     def check(self) -> None:
         """Resolve every stage's configuration now: a bad key fails before the first step."""
+        if not self.demo and (self.cfg.tasks is None or self.cfg.model is None):
+            raise ConfigError("recipe: with --trajectories, give --tasks and --model too (without them the recipe "
+                              "records the demo's episodes and makes a tiny model)")
         for stage in ("single-turn", "rft", "value", "agentic"):
             self.stage_config(stage)
 
