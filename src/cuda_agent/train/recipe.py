@@ -176,7 +176,8 @@ class Recipe:
         if cfg.model is None:
             episodes = list(read_episodes(d / "honest.jsonl"))
             corpus = [json.dumps(m) for e in episodes for m in e.messages] + [json.dumps(e.tools) for e in episodes[:1]]
-            corpus += [m["content"] for t, _ in pairs for m in initial_messages(t, SessionConfig()) + single_turn_prompt(t)]
+            corpus += [m["content"] for t, _ in pairs
+                       for m in initial_messages(t, SessionConfig()) + single_turn_prompt(t)]
             corpus += [text for _, s in pairs for text in read_files(s).values()]
             tiny = TinyModelConfig(vocab_size=4096, hidden_size=cfg.tiny_hidden_size, num_hidden_layers=cfg.tiny_layers,
                                    intermediate_size=cfg.tiny_intermediate_size, max_position_embeddings=32768)
@@ -331,7 +332,8 @@ STEPS: list[Step] = [
     Step("data", Recipe.data, when=lambda r: r.demo),
     Step("single_turn", lambda r: r.train("single-turn")),
     Step("eval_before_rft", lambda r: r.evaluation("eval_before_rft", r.final("single_turn"),
-                                                   r.cfg.eval_before_rft_max_turns, r.cfg.eval_before_rft_max_new_tokens),
+                                                   r.cfg.eval_before_rft_max_turns,
+                                                   r.cfg.eval_before_rft_max_new_tokens),
          when=lambda r: r.cfg.evaluate),
     Step("rft", lambda r: r.train("rft")),
     Step("eval_after_rft", lambda r: r.evaluation("eval_after_rft", r.final("rft"), r.cfg.eval_max_turns,
@@ -353,8 +355,8 @@ def load_recipe(preset: str = "smoke", values: dict[str, Any] | None = None, ove
     if preset not in PRESETS:
         raise ConfigError(f"preset {preset!r}: expected one of {', '.join(PRESETS)}")
     given = {k: v for k, v in (values or {}).items() if v is not None}
-    (cfg,) = parse_layers([RecipeConfig], "recipe", {f"preset {preset}": PRESETS[preset]("recipe"), "given values": given},
-                          None, overrides)
+    layers = {f"preset {preset}": PRESETS[preset]("recipe"), "given values": given}
+    (cfg,) = parse_layers([RecipeConfig], "recipe", layers, None, overrides)
     return cfg
 
 
