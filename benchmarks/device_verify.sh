@@ -7,8 +7,9 @@
 #   synth    - the synth GPU pass on 200 tasks
 #   bench    - 26-problem --solutions run, SIGKILL after 150 s + resume, report (<= 8 min)
 #   throughput - builds per minute and the GPU-busy share of a cached bench run (per-gpu 4)
-#   train    - train smoke (needs the wheels in .whl/, see docs/train.md: carry ".whl"); with 2+ GPUs the
-#              service times on GPU 1 while training uses GPU 0, and a probe compares timings idle vs training
+#   train    - `cuda-agent train recipe --preset smoke` (needs the wheels in .whl/, see docs/train.md: carry
+#              ".whl"); with 2+ GPUs benchmarks/train_smoke.py runs the same recipe with the service timing on
+#              GPU 1 while training uses GPU 0, and a probe compares timings idle vs training
 #   side-by-side - (issue 15) cached-baseline eval --calibrate vs KernelBench-style in-process eval, 6 real tasks
 #   confinement - (issue 20) a cached evaluation's cost with confinement on and off (carry .whl and KernelBench)
 #   rules    - (issue 16) the KernelBench-style corpus under both rule sets: GPU tests, bench + reports
@@ -80,11 +81,19 @@ case "$stage" in
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
       && export PYTHONPATH=/tmp/site:$PWD/src || exit 1
     ngpu=$(nvidia-smi -L | wc -l)
-    extra=""; [ "$ngpu" -ge 2 ] && extra="--service-gpu 1 --timing-probe"
     # the device brings back 8 files at most: the summary, plot and log as they are, the rest in one tar
-    timeout 570 python3 benchmarks/train_smoke.py --out /tmp/train_smoke --report /tmp/train_report $extra 2>&1 \
-      | tee "$OUT/train_smoke.log" | tail -20
-    cp /tmp/train_report/summary.json /tmp/train_report/reward_curve.png "$OUT/" 2>/dev/null
+    if [ "$ngpu" -ge 2 ]; then
+      timeout 570 python3 benchmarks/train_smoke.py --out /tmp/train_smoke --report /tmp/train_report \
+        --service-gpu 1 --timing-probe 2>&1 | tee "$OUT/train_smoke.log" | tail -20
+    else
+      rm -rf /tmp/train_smoke
+      timeout 570 python3 -m cuda_agent.cli train recipe --preset smoke --out /tmp/train_smoke \
+        --set recipe.budget_s=540 2>&1 | tee "$OUT/train_smoke.log" | tail -20
+      mkdir -p /tmp/train_report
+      (cd /tmp/train_smoke && cp --parents summary.json recipe.json */done.json */metrics.csv data/honest.jsonl \
+        eval_*/episodes.jsonl agentic/rollouts.jsonl /tmp/train_report/ 2>/dev/null)
+    fi
+    cp /tmp/train_smoke/summary.json /tmp/train_smoke/reward_curve.png "$OUT/" 2>/dev/null
     tar -czf "$OUT/train_report.tar.gz" -C /tmp/train_report . ;;
   placement)
     for i in 1 2 3; do timeout 150 python3 benchmarks/probe/placement.py --out "$OUT/placement_$i.json" \

@@ -138,5 +138,5 @@ def test_cli_data_conversion(tmp_path, capsys):
     assert main(["train", "data", "value", "--in", str(tmp_path / "t.jsonl"), "--out", str(tmp_path / "v.jsonl")]) == 0
     assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 1
     assert len((tmp_path / "v.jsonl").read_text().splitlines()) == 2
-    assert main(["train", "single-turn", "--preset", "smoke", "--set", "optim.max_steps=7", "--print-config"]) == 0
+    assert main(["train", "single-turn", "--preset", "smoke", "--set", "max_steps=7", "--print-config"]) == 0
     assert '"max_steps": 7' in capsys.readouterr().out

@@ -15,8 +15,7 @@ import pytest
 pytest.importorskip("trl")
 pytest.importorskip("datasets")
 
-from cuda_agent.train.common import OptimConfig, RunConfig  # noqa: E402
-from cuda_agent.train.presets import smoke  # noqa: E402
+from cuda_agent.train.config import load_stage  # noqa: E402
 
 from .conftest import EXAMPLES  # noqa: E402
 
@@ -48,19 +47,16 @@ def _rows(run_dir):
 
 
 def _cfg(stage, workdir, name, **kw):
-    cfg = smoke(stage)
-    cfg.model = str(workdir / "tiny")
-    cfg.run = RunConfig(out=str(workdir / name), tensorboard=False)
-    for k, v in kw.items():
-        setattr(cfg, k, v)
-    return cfg
+    """The ``cpu`` preset of ``stage`` on the tiny model, writing to ``workdir/name``."""
+    return load_stage(stage, "cpu", values=dict(model=str(workdir / "tiny"), output_dir=str(workdir / name),
+                                                tensorboard=False, **kw))
 
 
 def test_single_turn_grpo_with_sandbox_reward_and_resume(workdir, cache_dir):
     from cuda_agent.train.single_turn import SingleTurnStage
 
-    cfg = _cfg("single-turn", workdir, "st", tasks=SWISH_TASK, max_completion_length=16)
-    final = SingleTurnStage(cfg).run()
+    cfg, args = _cfg("single-turn", workdir, "st", tasks=SWISH_TASK, max_completion_length=16)
+    final = SingleTurnStage(cfg, args).run()
     assert (final / "config.json").is_file() and (workdir / "st" / "metrics.png").is_file()
     rows = _rows(workdir / "st")
     assert [r["step"] for r in rows] == ["1", "2"]
@@ -69,8 +65,8 @@ def test_single_turn_grpo_with_sandbox_reward_and_resume(workdir, cache_dir):
     verdicts = [json.loads(l)["verdict"] for l in (workdir / "st" / "rollouts.jsonl").read_text().splitlines()]
     assert len(verdicts) == 4 and set(verdicts) == {"rejected"}  # random text: no solution (format error)
     # resume: the same run with one more step starts from checkpoint-2
-    cfg.optim.max_steps = 3
-    SingleTurnStage(cfg).run()
+    args.max_steps = 3
+    SingleTurnStage(cfg, args).run()
     assert [r["step"] for r in _rows(workdir / "st")] == ["1", "2", "3"]
 
 
@@ -78,8 +74,10 @@ def test_rft_masks_tool_output_and_trains(workdir):
     from cuda_agent.train.metrics import RunLog
     from cuda_agent.train.rft import RFTStage
 
-    cfg = _cfg("rft", workdir, "rft", trajectories=str(workdir / "agent.jsonl"), min_reward=-1.0, max_length=6144)
-    stage = RFTStage(cfg)
+    cfg, args = _cfg("rft", workdir, "rft", trajectories=str(workdir / "agent.jsonl"), min_reward=-1.0,
+                     max_length=6144, max_steps=2)
+    assert args.assistant_only_loss and not args.packing  # the stage's own defaults under the preset
+    stage = RFTStage(cfg, args)
     trainer = stage.build_trainer(RunLog(workdir / "rft_probe", tensorboard=False))
     ex = trainer.train_dataset[0]
     tok = trainer.processing_class
@@ -101,9 +99,9 @@ def test_rft_masks_tool_output_and_trains(workdir):
 def test_value_pretraining_reports_explained_variance(workdir):
     from cuda_agent.train.value import ValueStage
 
-    cfg = _cfg("value", workdir, "value", trajectories=str(workdir / "mixed.jsonl"), max_length=4096)
-    cfg.optim = OptimConfig(lr=1e-3, max_steps=2, per_device_batch=2, grad_accum=1, save_steps=10, bf16=False)
-    final = ValueStage(cfg).run()
+    cfg, args = _cfg("value", workdir, "value", trajectories=str(workdir / "mixed.jsonl"), max_length=4096,
+                     learning_rate=1e-3, max_steps=2, per_device_train_batch_size=2, save_steps=10)
+    final = ValueStage(cfg, args).run()
     rows = _rows(workdir / "value")
     assert all(r["value_loss"] for r in rows[:2])
     ev = [float(r["final_explained_variance"]) for r in rows if r.get("final_explained_variance")]
@@ -117,13 +115,13 @@ def test_value_pretraining_reports_explained_variance(workdir):
 def test_agentic_grpo_with_our_tools(workdir):
     from cuda_agent.train.agentic import AgenticStage
 
-    cfg = _cfg("agentic", workdir, "agentic", tasks=SWISH_TASK, max_completion_length=24,
-               max_tool_calling_iterations=1)
-    AgenticStage(cfg).run()
+    cfg, args = _cfg("agentic", workdir, "agentic", tasks=SWISH_TASK, max_completion_length=24,
+                     max_tool_calling_iterations=1, max_steps=2)
+    AgenticStage(cfg, args).run()
     rows = _rows(workdir / "agentic")
     assert len(rows) == 2 and float(rows[0]["reward_mean"]) == -1.0 and "tools_call_frequency" in rows[0]
     rollouts = [json.loads(l) for l in (workdir / "agentic" / "rollouts.jsonl").read_text().splitlines()]
-    assert len(rollouts) == 2 * cfg.num_generations and {r["task"] for r in rollouts} == {"task"}
+    assert len(rollouts) == 2 * args.num_generations and {r["task"] for r in rollouts} == {"task"}
     assert all(r["reward"] == -1.0 and isinstance(r["calls"], list) for r in rollouts)
 
 

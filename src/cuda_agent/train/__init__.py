@@ -13,7 +13,8 @@ Stages (``cuda-agent train <stage>``; one module each, registered in :data:`STAG
 
 Around them: the evaluation service (:mod:`.service`, :mod:`.client`) that keeps kernel timing
 off training GPUs; data plumbing (:mod:`.data`, :mod:`.trajectories`, :mod:`.cleaning`); the RL
-math (:mod:`.rlmath`); run logs (:mod:`.metrics`); presets (:mod:`.presets`). Heavy libraries
+math (:mod:`.rlmath`); run logs (:mod:`.metrics`); settings through TRL's parser (:mod:`.config`) and
+presets (:mod:`.presets`); the four stages chained and resumable (:mod:`.recipe`). Heavy libraries
 (transformers, TRL, datasets, verl) are imported inside the functions that need them.
 """
 

@@ -24,74 +24,85 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .agent_env import REPLY_LOG_CHARS, SessionConfig, call_log, close_episode, initial_messages, start_episode
-from .common import (
-    DEFAULT_ACTOR,
-    GRPOSettings,
-    OptimConfig,
-    RunConfig,
-    finish,
-    resume_checkpoint,
-    save_config,
-    training_arguments,
+from .agent_env import (
+    REPLY_LOG_CHARS,
+    TRAINING_TOOLS,
+    SessionConfig,
+    call_log,
+    close_episode,
+    initial_messages,
+    start_episode,
 )
-from .single_turn import SandboxSettings
+from .common import DEFAULT_ACTOR, RunSettings, finish, resume_checkpoint, run_log, save_config
+from .single_turn import GRPO_DEFAULTS, SandboxSettings
 from .trl_env import CudaAgentEnv
 
+
 class AgenticStage:
+    TRAINER = "trl:GRPOConfig"
+    DEFAULTS = dict(GRPO_DEFAULTS, max_completion_length=131072, max_tool_calling_iterations=150,
+                    output_dir="runs/agentic")
+    """``max_completion_length``: tokens over the whole episode (assistant + tool output), paper: 131k
+    context; ``max_tool_calling_iterations``: tool rounds per episode (paper: up to 150 turns)."""
+
     @dataclass
-    class Config(GRPOSettings):
+    class Config(SandboxSettings, RunSettings):
         model: str = DEFAULT_ACTOR
         """Actor to start from (the RFT stage's ``final/``)."""
         tasks: str = ""
         max_tasks: int | None = None
-        max_completion_length: int = 131072
-        """Tokens over the whole episode (assistant + tool output), paper: 131k context."""
-        max_tool_calling_iterations: int = 150
-        """Tool rounds per episode (paper: up to 150 turns)."""
-        session: SessionConfig = field(default_factory=SessionConfig)
-        sandbox: SandboxSettings = field(default_factory=SandboxSettings)
-        optim: OptimConfig = field(default_factory=OptimConfig)
-        run: RunConfig = field(default_factory=lambda: RunConfig(out="runs/agentic"))
+        tools: list[str] = field(default_factory=lambda: list(TRAINING_TOOLS))
+        """The episode's tools (:class:`~cuda_agent.train.agent_env.SessionConfig`)."""
+        max_turns: int = 150
+        """Turns stated in the agent's task prompt (paper: up to 150)."""
+        reward_kind: str = "paper"
+        target_speedup: float | None = None
+        """None: episodes end on submit or budget (the agent's 1.05 early stop is off in training)."""
+        run_root: str | None = None
+        """Episode workspaces go under here; None: ``<output_dir>/episodes``."""
+        keep_workspaces: bool = False
 
-    def __init__(self, config: Config):
-        self.config = config
+        def session(self) -> SessionConfig:
+            return SessionConfig(tools=tuple(self.tools), max_turns=self.max_turns, reward_kind=self.reward_kind,
+                                 target_speedup=self.target_speedup, run_root=self.run_root,
+                                 keep_workspaces=self.keep_workspaces)
+
+    def __init__(self, config: Config, args):
+        self.config, self.args = config, args
 
     def rows(self, tasks) -> list[dict[str, Any]]:
-        return [{"prompt": initial_messages(t, self.config.session), "task_name": t.name} for t in tasks]
+        session = self.config.session()
+        return [{"prompt": initial_messages(t, session), "task_name": t.name} for t in tasks]
 
     def run(self) -> Path:
         from datasets import Dataset
         from transformers import AutoTokenizer
-        from trl import GRPOConfig, GRPOTrainer
+        from trl import GRPOTrainer
 
         from .data import load_tasks
-        from .metrics import RunLog, trainer_callback
+        from .metrics import trainer_callback
 
-        cfg = self.config
-        save_config(cfg, cfg.run.out)
+        cfg, args = self.config, self.args
+        save_config(cfg, args)
         tasks = {t.name: t for t in load_tasks(cfg.tasks, cfg.max_tasks)}
         if not tasks:
             raise ValueError(f"{cfg.tasks}: no tasks")
-        if cfg.session.run_root is None:
-            cfg.session.run_root = str(Path(cfg.run.out) / "episodes")
-        evaluator = cfg.sandbox.evaluator()
-        log = RunLog(cfg.run.out, tensorboard=cfg.run.tensorboard)
+        session = cfg.session()
+        if session.run_root is None:
+            session.run_root = str(Path(args.output_dir) / "episodes")
+        evaluator = cfg.evaluator()
+        log = run_log(cfg, args)
         stats: dict[str, float] = {}
         episodes: list[Any] = []
 
         def start(row: dict[str, Any]):
-            ep = start_episode(tasks[row["task_name"]], cfg.session, evaluator)
+            ep = start_episode(tasks[row["task_name"]], session, evaluator)
             episodes.append(ep)
             return ep
 
         tokenizer = AutoTokenizer.from_pretrained(cfg.model)
         tokenizer.padding_side = "left"
-        args = GRPOConfig(**training_arguments(cfg.optim, cfg.run), **cfg.grpo_arguments(),
-                          max_completion_length=cfg.max_completion_length,
-                          max_tool_calling_iterations=cfg.max_tool_calling_iterations)
-
-        rollouts = Path(cfg.run.out) / "rollouts.jsonl"
+        rollouts = Path(args.output_dir) / "rollouts.jsonl"
 
         def episode_stats(completions=None, **_: Any) -> list[None]:
             """Not a reward (returns None, which TRL skips): logs the finished episodes, in the
@@ -104,7 +115,7 @@ class AgenticStage:
                 for i, ep in enumerate(episodes):
                     f.write(json.dumps({"task": ep.env.task.name, "reward": scores[i], "submitted": submitted[i],
                                         "calls": call_log(ep), "last_message": _last_text(completions, i)}) + "\n")
-                    close_episode(ep, cfg.session)
+                    close_episode(ep, session)
             if scores:
                 stats["harness_error_rate"] = sum(r is None for r in scores) / len(scores)
             if rewards:
@@ -121,8 +132,8 @@ class AgenticStage:
         trainer = GRPOTrainer(model=cfg.model, reward_funcs=[episode_stats], args=args,
                               train_dataset=Dataset.from_list(self.rows(tasks.values())), processing_class=tokenizer,
                               environment_factory=functools.partial(CudaAgentEnv, start), callbacks=[trainer_callback(log, stats)])
-        trainer.train(resume_from_checkpoint=resume_checkpoint(cfg.run))
-        return finish(trainer, cfg.run.out, log)
+        trainer.train(resume_from_checkpoint=resume_checkpoint(cfg, args))
+        return finish(trainer, log)
 
 
 def _last_text(completions: Any, i: int, chars: int = REPLY_LOG_CHARS) -> str:

@@ -1,15 +1,19 @@
 """``cuda-agent train``: the four stages, the evaluation service, data conversion, config checks.
 
-    cuda-agent train single-turn --model M --tasks T --out runs/st [--eval-url URL] [--preset smoke] [--set k=v]
+    cuda-agent train single-turn --model M --tasks T --out runs/st [--eval-url URL] [--preset smoke]
+                                 [--config stage.yaml] [--set learning_rate=1e-5 --set report_to=tensorboard]
     cuda-agent train rft         --model M --trajectories DIR --out runs/rft
     cuda-agent train value       --model M --trajectories DIR --out runs/value
     cuda-agent train agentic     --model M --tasks T --out runs/agentic [--eval-url URL]
+    cuda-agent train recipe      --preset smoke|paper|cpu --out runs/recipe [--set rft.max_steps=10]
     cuda-agent train serve       --gpus 6,7 [--host 0.0.0.0 --token-file FILE] [--port 8420]
     cuda-agent train data        prompts|sft|value|verl --in SRC --out FILE
     cuda-agent train verl-check  configs/verl/ppo_agentic.yaml [--no-paper]
     cuda-agent train tiny-model  OUT [--corpus FILES...]
 
-Every stage resumes from the newest checkpoint in ``--out`` when run again.
+Every stage resumes from the newest checkpoint in ``--out`` when run again. A stage's settings are
+its own ``Config`` and TRL's arguments class, resolved by :mod:`cuda_agent.train.config`; a bad key
+or value is one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+
+_SETTINGS_HELP = ("\n\nSettings, later winning: the stage's defaults, --preset, --config YAML, --set. "
+                  "Unknown keys and bad values are refused with one line.")
 
 STAGE_HELP = {
     "single-turn": "stage 1: single-turn RL warm-up (TRL GRPO, sandbox reward)",
@@ -29,19 +36,35 @@ STAGE_HELP = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="train_command", metavar="STAGE")
     for name, help_text in STAGE_HELP.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text + _SETTINGS_HELP)
         p.add_argument("--model", help="model to start from (HF name or path)")
         if name in ("single-turn", "agentic"):
             p.add_argument("--tasks", help="task .py, directory of them, or synth/Ops-6K .parquet/.jsonl")
             p.add_argument("--eval-url", help="evaluation service URL (default: the sandbox in this process)")
         else:
             p.add_argument("--trajectories", help="agent trajectory JSONL file or directory")
-        p.add_argument("--out", help="run directory (resumes from its newest checkpoint)")
-        p.add_argument("--preset", default="paper", choices=["paper", "smoke"])
-        p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a Config field, e.g. --set optim.max_steps=10 --set reward.kind=speedup")
-        p.add_argument("--print-config", action="store_true", help="print the resolved Config and exit")
+        p.add_argument("--out", help="run directory, the trainer's output_dir (resumes from its newest checkpoint)")
+        _settings_arguments(p, "KEY=VALUE", "any field of the stage's Config or of its TRL arguments class, "
+                            "e.g. --set learning_rate=1e-5 --set report_to=tensorboard --set vllm_mode=server")
+        p.add_argument("--config", help="YAML of keys to values (TRL's --config; an env: block sets variables)")
         p.set_defaults(train_action="stage", stage=name)
+
+    p = sub.add_parser("recipe", help="the four stages chained (single-turn RL, RFT, value, agentic), resumable",
+                       description="Single-turn RL -> RFT -> value pretraining -> agentic RL, with checkpoints, "
+                       "evaluations and <out>/summary.json; run again with the same --out to resume." + _SETTINGS_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", help="run directory (default runs/recipe)")
+    p.add_argument("--model", help="base model (default: smoke/cpu make a tiny model; paper: Qwen/Qwen3-8B)")
+    p.add_argument("--tasks", help="tasks for the GRPO stages and evaluations (default: the demo's, shipped)")
+    p.add_argument("--trajectories", help="agent trajectories for RFT and value (default: record the demo's)")
+    p.add_argument("--eval-url", help="evaluation service URL for the GRPO stages' rollouts")
+    p.add_argument("--stage-config", action="append", default=[], metavar="STAGE=FILE",
+                   help="a stage's YAML (as train STAGE --config), e.g. rft=configs/trl/stages/rft.yaml")
+    p.add_argument("--launcher", help='run each stage under this, e.g. "accelerate launch --config_file F"')
+    p.add_argument("--stop-after", help="stop after this step (data, single_turn, eval_before_rft, rft, ...)")
+    _settings_arguments(p, "STAGE.KEY=VALUE", "a stage's setting (STAGE: single-turn, rft, value, agentic) or "
+                        "the recipe's own (recipe.demo_tasks=2), e.g. --set rft.max_steps=100")
+    p.set_defaults(train_action="recipe")
 
     p = sub.add_parser("serve", help="the evaluation service: the sandbox behind HTTP on reserved GPUs")
     p.add_argument("--gpus", default="0", help="comma-separated GPU indices reserved for timing")
@@ -87,29 +110,75 @@ def run(args: argparse.Namespace) -> int:
         print("cuda-agent train: name a stage (single-turn, rft, value, agentic) or serve/data/verl-check/tiny-model",
               file=sys.stderr)
         return 2
-    return {"stage": _stage, "serve": _serve, "data": _data, "verl_check": _verl_check, "tiny": _tiny}[action](args)
+    handlers = {"stage": _stage, "recipe": _recipe, "serve": _serve, "data": _data, "verl_check": _verl_check,
+                "tiny": _tiny}
+    from .config import ConfigError
+
+    try:
+        return handlers[action](args)
+    except ConfigError as e:
+        print(f"cuda-agent train: {e}", file=sys.stderr)
+        return 2
+
+
+def _settings_arguments(p: argparse.ArgumentParser, metavar: str, set_help: str) -> None:
+    p.add_argument("--preset", default=None, choices=["paper", "smoke", "cpu"],
+                   help="paper: the paper's numbers (default for a stage); smoke: the one-GPU demo (default for "
+                   "recipe); cpu: smoke shrunk to a CPU plumbing check")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar=metavar,
+                   help=f"{set_help}; the value is converted by the field's type; a list field takes several "
+                   "space-separated values (--set 'tools=write_file compile verify submit')")
+    p.add_argument("--print-config", action="store_true", help="print the resolved settings and exit")
 
 
 def _stage(args) -> int:
+    from .config import load_stage, resolved
+    from .presets import stage_class
+
+    values = {"model": args.model, "tasks": getattr(args, "tasks", None),
+              "trajectories": getattr(args, "trajectories", None), "output_dir": args.out,
+              "eval_url": getattr(args, "eval_url", None)}
+    config, trainer = load_stage(args.stage, args.preset or "paper", args.config,
+                                 {k: v for k, v in values.items() if v is not None}, args.overrides)
+    if args.print_config:
+        print(json.dumps(resolved(config, trainer), indent=2, default=str))
+        return 0
+    final = stage_class(args.stage)(config, trainer).run()
+    print(f"{args.stage}: final model in {final}; metrics in {trainer.output_dir}/metrics.csv and metrics.png")
+    return 0
+
+
+def _recipe(args) -> int:
     from dataclasses import asdict
 
-    from .common import apply_overrides
-    from .presets import PRESETS, stage_class
+    from .config import ConfigError
+    from .recipe import Recipe, load_recipe, setting_target, split_overrides
 
-    cfg = PRESETS[args.preset](args.stage)
-    for attr in ("model", "tasks", "trajectories"):
-        if getattr(args, attr, None):
-            setattr(cfg, attr, getattr(args, attr))
-    if args.out:
-        cfg.run.out = args.out
-    if getattr(args, "eval_url", None):
-        cfg.sandbox.eval_url = args.eval_url
-    apply_overrides(cfg, args.overrides)
+    preset = args.preset or "smoke"
+    overrides = split_overrides(args.overrides)
+    stage_configs = {}
+    for item in args.stage_config:
+        stage, sep, path = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--stage-config {item!r}: expected STAGE=FILE")
+        stage_configs[setting_target(stage, f"--stage-config {item}")] = path
+    cfg = load_recipe(preset, {"out": args.out, "model": args.model, "tasks": args.tasks,
+                               "trajectories": args.trajectories, "eval_url": args.eval_url,
+                               "launcher": args.launcher, "stop_after": args.stop_after},
+                      overrides.pop("recipe", []))
+    recipe = Recipe(cfg, preset, stage_configs, overrides)
     if args.print_config:
-        print(json.dumps(asdict(cfg), indent=2, default=str))
+        from .config import resolved
+
+        recipe.check()
+        stages = {s: resolved(*recipe.stage_config(s)) for s in ("single-turn", "rft", "value", "agentic")}
+        print(json.dumps({"recipe": asdict(cfg), **stages}, indent=2, default=str))
         return 0
-    final = stage_class(args.stage)(cfg).run()
-    print(f"{args.stage}: final model in {final}; metrics in {cfg.run.out}/metrics.csv and metrics.png")
+    summary = recipe.run()
+    print(json.dumps({k: summary.get(k) for k in ("reward_curve", "learned", "grpo_kept_it",
+                                                  "same_solutions_after_grpo", "stopped", "wall_s")},
+                     indent=1, default=str))
+    print(f"summary: {cfg.out}/summary.json")
     return 0
 
 

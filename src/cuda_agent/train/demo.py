@@ -24,30 +24,35 @@ from ..tasks import Task, load_task
 from .agent_env import SessionConfig, agent_config
 from .solution_io import read_files
 
-REPO = Path(__file__).resolve().parents[3]
-HONEST_PAIRS = [
-    ("examples/swish/task.py", "examples/swish/solution"),
-    ("tests/tasks/row_sum.py", "tests/solutions/honest_row_sum"),
-    ("tests/tasks/linear_relu.py", "tests/solutions/honest_linear_relu"),
-    ("tests/tasks/sin_loop.py", "tests/solutions/honest_sin_loop"),
-]
-"""(task, honest solution) pairs in this repository, relative to its root. Whether "GRPO did not
-lower the reward" measures the policy depends on each honest solution's reward being the same on
-every timing run. swish (1.4-1.9x compile), row_sum (0.6-0.8x eager) and linear_relu (0.95-0.99x
-eager) are clear of the thresholds. sin_loop is not: it measured 1.03-1.11x compile (H200, 2026-12-03 (B),
-two runs), so it scores 2 or 3. It replaced layer_norm, which scored 1 in one run and 3 in the next on the same
-files. Read the demo with ``same_solutions_after_grpo``: where the files did not change, a reward that
-moved is timing."""
+DEMO_DATA = Path(__file__).resolve().parent / "demo_data"
+"""The demo's (task, honest solution) pairs, shipped with the package: ``<name>/task.py`` and
+``<name>/solution/`` (copies of examples/swish and tests/tasks + tests/solutions/honest_*; a test
+keeps them equal)."""
+DEMO_TASKS = ["swish", "row_sum", "linear_relu", "sin_loop"]
+"""In the order the demo takes them. Whether "GRPO did not lower the reward" measures the policy
+depends on each honest solution's reward being the same on every timing run. swish (1.4-1.9x
+compile), row_sum (0.6-0.8x eager) and linear_relu (0.95-0.99x eager) are clear of the thresholds.
+sin_loop is not: it measured 1.03-1.11x compile (H200, 2026-12-03 (B), two runs), so it scores 2 or
+3. It replaced layer_norm, which scored 1 in one run and 3 in the next on the same files. Read the
+demo with ``same_solutions_after_grpo``: where the files did not change, a reward that moved is
+timing."""
 SPARE_WORKERS = 2
 """Sandbox workers started ahead of need, as in ``cuda-agent optimize`` (a verify then skips worker start-up)."""
 
 
-def honest_pairs(root: str | Path = REPO) -> list[tuple[Task, Path]]:
-    root = Path(root)
-    def name(t: str) -> str:
-        return Path(t).parent.name if Path(t).stem == "task" else Path(t).stem
-
-    return [(load_task(root / t, name=name(t)), root / s) for t, s in HONEST_PAIRS if (root / t).is_file()]
+def honest_pairs(root: str | Path | None = None, names: Iterable[str] | None = None) -> list[tuple[Task, Path]]:
+    """(task, honest solution directory) pairs from ``root`` (default: the packaged demo data), in
+    :data:`DEMO_TASKS` order (or ``names``; default for another root: its subdirectories, sorted).
+    A missing or empty root is an error, not an empty demo."""
+    root = Path(root) if root is not None else DEMO_DATA
+    if names is None:
+        names = DEMO_TASKS if root == DEMO_DATA else sorted(d.name for d in root.iterdir() if d.is_dir()) \
+            if root.is_dir() else []
+    pairs = [(load_task(root / n / "task.py", name=n), root / n / "solution") for n in names
+             if (root / n / "task.py").is_file()]
+    if not pairs:
+        raise FileNotFoundError(f"{root}: no <name>/task.py with <name>/solution/ (the demo's data)")
+    return pairs
 
 
 def honest_steps(solution_dir: str | Path, summary: str = "fused kernels") -> list[dict[str, Any]]:

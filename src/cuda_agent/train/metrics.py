@@ -137,7 +137,7 @@ def trainer_callback(log: RunLog, extra: dict | None = None):
 
     class _RunLogCallback(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if not logs or "train_runtime" in logs:
+            if not logs or "train_runtime" in logs or not state.is_world_process_zero:
                 return
             row = {TRAINER_NAMES.get(k, k.replace("/", "_")): v for k, v in logs.items()}
             if extra:
@@ -146,7 +146,8 @@ def trainer_callback(log: RunLog, extra: dict | None = None):
             log.log(state.global_step, **row)
 
         def on_train_end(self, args, state, control, **kwargs):
-            log.plot()
+            if state.is_world_process_zero:
+                log.plot()
 
     return _RunLogCallback()
 

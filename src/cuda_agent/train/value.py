@@ -13,15 +13,20 @@ and at the end ``final_explained_variance`` over the whole set.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from .common import DEFAULT_ACTOR, OptimConfig, RunConfig, finish, resume_checkpoint, save_config, training_arguments
+from .common import DEFAULT_ACTOR, RunSettings, finish, resume_checkpoint, run_log, save_config
 
 
 class ValueStage:
+    TRAINER = "transformers:TrainingArguments"
+    DEFAULTS = dict(learning_rate=6e-6, max_steps=100, per_device_train_batch_size=1, gradient_accumulation_steps=32,
+                    output_dir="runs/value")
+    """The paper's critic learning rate (6e-6)."""
+
     @dataclass
-    class Config:
+    class Config(RunSettings):
         model: str = DEFAULT_ACTOR
         """Critic initialization (paper: from the actor; here the RFT stage's ``final/``)."""
         trajectories: str = ""
@@ -29,12 +34,10 @@ class ValueStage:
         reward_kind: str | None = None
         """Recompute each episode's reward from its verdict with this REWARDS key; None: as recorded."""
         max_length: int = 131072
-        optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=6e-6, max_steps=100, per_device_batch=1,
-                                                                       grad_accum=32))
-        run: RunConfig = field(default_factory=lambda: RunConfig(out="runs/value"))
+        """Token limit per conversation (paper: 131k context); longer ones are truncated."""
 
-    def __init__(self, config: Config):
-        self.config = config
+    def __init__(self, config: Config, args):
+        self.config, self.args = config, args
 
     def examples(self, tokenizer) -> list[dict]:
         """Tokenized states: input_ids, actor-token mask, per-token value targets."""
@@ -58,18 +61,18 @@ class ValueStage:
 
     def run(self) -> Path:
         import torch
-        from transformers import AutoModelForTokenClassification, AutoTokenizer, Trainer, TrainingArguments
+        from transformers import AutoModelForTokenClassification, AutoTokenizer, Trainer
 
-        from .metrics import RunLog, trainer_callback
+        from .metrics import trainer_callback
         from .rlmath import explained_variance, value_loss
 
-        cfg = self.config
-        save_config(cfg, cfg.run.out)
+        cfg, args = self.config, self.args
+        save_config(cfg, args)
         tokenizer = AutoTokenizer.from_pretrained(cfg.model)
         examples = self.examples(tokenizer)
         if not examples:
             raise ValueError(f"{cfg.trajectories}: no episode with assistant turns")
-        log = RunLog(cfg.run.out, tensorboard=cfg.run.tensorboard)
+        log = run_log(cfg, args)
         extra: dict[str, float] = {}
         model = AutoModelForTokenClassification.from_pretrained(cfg.model, num_labels=1)
         if model.config.pad_token_id is None:
@@ -102,13 +105,13 @@ class ValueStage:
                 extra["value_mean"] = float(values[sel].mean().detach()) if sel.any() else 0.0
                 return (loss, out) if return_outputs else loss
 
-        args = TrainingArguments(**training_arguments(cfg.optim, cfg.run))
         trainer = ValueTrainer(model=model, args=args, train_dataset=examples, data_collator=collate,
                                processing_class=tokenizer, callbacks=[trainer_callback(log, extra)])
-        trainer.train(resume_from_checkpoint=resume_checkpoint(cfg.run))
+        trainer.train(resume_from_checkpoint=resume_checkpoint(cfg, args))
         ev = self.final_explained_variance(trainer.model, examples, collate)
-        log.log(trainer.state.global_step, final_explained_variance=ev)
-        return finish(trainer, cfg.run.out, log)
+        if trainer.is_world_process_zero():
+            log.log(trainer.state.global_step, final_explained_variance=ev)
+        return finish(trainer, log)
 
     @staticmethod
     def final_explained_variance(model, examples, collate, batch_size: int = 4) -> float:
