@@ -53,6 +53,12 @@ def test_honest_solution_is_correct_and_every_timed_output_is_checked(rehearse):
     assert v.timing["peak_host_rss_mb"] == pytest.approx(sum(mem[f"{p}_peak_rss_mb"]
                                                              for p in ("evaluator", "reference", "candidate")), abs=0.2)
     assert v.timing["footprint"]["input_mib"] > 0 and v.timing["footprint"]["output_mib"] > 0
+    # the roofline block: the task's bytes as drawn, its FLOPs from FlopCounterMode, which has no formula for
+    # swish's elementwise ops (said, not guessed); no bound on a CPU (no peaks, no measured bandwidth)
+    r = v.roofline
+    assert r["input_bytes"] == r["output_bytes"] == 256 * 1024 * 4 and r["param_bytes"] == 0
+    assert r["flops"] == 0 and not r["flops_counted"] and {"aten.mul", "aten.sigmoid"} <= set(r["uncounted_ops"])
+    assert r["bound_ms"] is None and r["fraction"] is None and "no peaks known" in r["note"]
     assert v.timing["gpu_lock_intervals"] and all(b >= a for a, b in v.timing["gpu_lock_intervals"])
     # every timing request (eager, compile unless cached, candidate) lies inside an exclusive hold of one GPU
     assert v.timing["gpu_uuid"] and v.timing["timed_windows"]

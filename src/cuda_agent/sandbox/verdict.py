@@ -62,6 +62,9 @@ class Verdict:
     timing: dict[str, Any] = field(default_factory=dict)
     """Details of the timing: iterations, both clocks, rotation sets."""
     static_findings: list[dict[str, Any]] = field(default_factory=list)
+    roofline: dict[str, Any] = field(default_factory=dict)
+    """The hardware's limit for this task (sandbox/roofline.py): minimal bytes, FLOPs, the GPU's peaks,
+    the lower bound on time, and the fraction of it the candidate, eager and compile reach."""
     format_version: int = FORMAT_VERSION
 
     @property
