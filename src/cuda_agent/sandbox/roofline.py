@@ -387,7 +387,7 @@ def assess(*, gpu_name: str | None, precision: str, work: Work | None, input_byt
     r.bound = "compute" if (r.compute_bound_ms or 0.0) > r.memory_bound_ms else "memory"
     r.fraction, r.eager_fraction, r.compile_fraction = (fraction(r.bound_ms, t) for t in (ms, eager_ms, compile_ms))
     r.warning = _warning(r)
-    r.memory_bound_ms, r.compute_bound_ms, r.bound_ms = (None if x is None else round(x, 6) for x in
+    r.memory_bound_ms, r.compute_bound_ms, r.bound_ms = (None if x is None else float(f"{x:.6g}") for x in
                                                          (r.memory_bound_ms, r.compute_bound_ms, r.bound_ms))
     return r
 
