@@ -4,7 +4,6 @@ on the meta device and on a real run, the bound and the fractions, hand-computed
 import types
 
 import pytest
-import torch
 
 from cuda_agent.sandbox import roofline as R
 from cuda_agent.sandbox.baselines import BaselineStore

@@ -163,7 +163,7 @@ class Work:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Work":
+    def from_dict(cls, d: dict) -> Work:
         return cls(**d)
 
 
@@ -189,7 +189,7 @@ class WorkCounter:
         work = wc.work(dtype="float32", where="meta")
     """
 
-    def __enter__(self) -> "WorkCounter":
+    def __enter__(self) -> WorkCounter:
         from torch.utils.flop_counter import FlopCounterMode
 
         # the recorder sits under the counter, so that it sees the operators the counter decomposes into
