@@ -63,6 +63,7 @@ def test_a_linear_layers_flops_are_counted_on_the_meta_device():
     assert w.error is None and w.where == "meta" and w.dtype == "float32"
     assert w.flops == 2 * 64 * 128 * 32 and w.counted_ops == {"aten.addmm": 2 * 64 * 128 * 32}
     assert w.uncounted_ops == []  # the transpose is a view, the bias is part of addmm
+    assert (w.input_bytes, w.param_bytes, w.output_bytes) == (64 * 128 * 4, (128 * 32 + 32) * 4, 64 * 32 * 4)
 
 
 def test_a_convolutions_flops_are_counted_and_elementwise_ops_are_named_not_guessed():

@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .inputs import nbytes
+
 # --------------------------------------------------------------------------- GPU peaks
 
 
@@ -158,6 +160,11 @@ class Work:
     """'meta': counted on the meta device (shapes only, no memory); 'reference run': on the GPU, during
     the first reference trial (a task whose forward cannot run on the meta device)."""
     error: str | None = None
+    input_bytes: int | None = None
+    param_bytes: int | None = None
+    output_bytes: int | None = None
+    """Bytes of one input set, of the state dict and of the output, from the same forward (the evaluator
+    uses the figures of the sets it actually drew; ``profile``, which draws no trial, these)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -247,12 +254,15 @@ def count_work(task_module, init_inputs: list) -> Work:
         with torch.device("meta"):
             inputs = list(task_module.get_inputs())
             model = task_module.Model(*init_inputs)
-        dtype = compute_dtype(inputs, dict(model.state_dict()))
+        params = dict(model.state_dict())
+        dtype = compute_dtype(inputs, params)
         with WorkCounter() as wc, torch.no_grad():
-            model(*inputs)
+            out = model(*inputs)
     except Exception as e:  # noqa: BLE001 - no meta kernel, data-dependent shapes, a named device...
         return Work(where="meta", error=f"{type(e).__name__}: {str(e)[:200]}")
-    return wc.work(dtype, "meta")
+    work = wc.work(dtype, "meta")
+    work.input_bytes, work.param_bytes, work.output_bytes = nbytes(inputs), nbytes(params), nbytes(out)
+    return work
 
 
 # --------------------------------------------------------------------------- measured bandwidth
