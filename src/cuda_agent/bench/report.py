@@ -302,8 +302,8 @@ def headroom_markdown(runs: list[RunData]) -> list[str]:
         rows = headroom_rows(run)
         if rows:
             parts += [f"## Most headroom under torch.compile{': ' + run.name if len(runs) > 1 else ''}", "",
-                      f"The {len(rows)} tasks where compile reaches the smallest fraction of the roofline bound: "
-                      "the most left to gain.", "", _md_table(HEADROOM_HEADER, rows), ""]
+                      (f"The {len(rows)} tasks where compile reaches the smallest fraction of the roofline bound: "
+                       "the most left to gain."), "", _md_table(HEADROOM_HEADER, rows), ""]
     return parts
 
 
