@@ -137,13 +137,16 @@ def test_the_roofline_in_the_report_columns_notes_headroom_and_plot(tmp_path):
     order = [ln.split("|")[1].strip() for ln in section.splitlines() if ln.startswith("| L")]
     assert order == ["L1_3", "L1_2", "L2_1", "L1_1"]
     assert "| L1_3 | 3_problem | memory 1 ms | 10.0000 | 10% | - |" in section
+    # the distribution per level: compile's level-1 fractions are 10%, 20%, 80% (p10 by linear interpolation: 12%)
+    assert "| Level 1 | compile | 3 | 12% | 20% | 68% | 80% |" in md
+    assert "| Level 2 | candidate | 1 | 125% (above 1: a bug) |" in md
     tasks = paths["tasks"].read_text()
     assert "| memory 1 ms | 50% | - | 80% |" in tasks and "125% (above 1: a bug)" in tasks
     summary = json.loads(paths["summary"].read_text())["runs"][0]["summaries"]
     assert summary[0]["fraction_of_bound"] == pytest.approx((0.5 * 0.25) ** 0.5)
     assert summary[-1]["above_bound"] == 1
     page = paths["html"].read_text()
-    assert "Most headroom under torch.compile" in page and "Of bound" in page
+    assert "Most headroom under torch.compile" in page and "Of bound" in page and "roofline bound per level</h2>" in page
     if not HAS_MPL:
         pytest.skip("matplotlib is not installed: the plot is not checked")
     assert 'alt="Fraction of the roofline bound per level"' in page

@@ -296,9 +296,37 @@ def headroom_rows(run: RunData, n: int = HEADROOM_TOP) -> list[list[str]]:
 HEADROOM_HEADER = ["Task", "Title", "Bound", "Compile ms", "Compile of bound", "Candidate of bound"]
 
 
+def _quantile(sorted_vals: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    pos = q * (len(sorted_vals) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_vals) - 1)
+    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
+
+
+DISTRIBUTION_HEADER = ["Split", "Who", "Tasks", "p10", "Median", "p90", "Max"]
+
+
+def roofline_distribution_rows(run: RunData) -> list[list[str]]:
+    """Per level, the distribution of each one's fraction of the bound (every attempt that has it: the
+    candidate's on correct attempts, eager's and compile's wherever the baselines ran)."""
+    rows = []
+    for lv in _levels([run]):
+        for who in ROOFLINE_KEYS:
+            vals = sorted(_fractions(run, who, lv))
+            if vals:
+                rows.append([split_name(lv), who, str(len(vals)),
+                             *(fraction_cell(_quantile(vals, q)) for q in (0.1, 0.5, 0.9)), fraction_cell(vals[-1])])
+    return rows
+
+
 def headroom_markdown(runs: list[RunData]) -> list[str]:
     parts = []
     for run in runs:
+        dist = roofline_distribution_rows(run)
+        if dist:
+            parts += [f"## Fraction of the roofline bound per level{': ' + run.name if len(runs) > 1 else ''}", "",
+                      _md_table(DISTRIBUTION_HEADER, dist), ""]
         rows = headroom_rows(run)
         if rows:
             parts += [f"## Most headroom under torch.compile{': ' + run.name if len(runs) > 1 else ''}", "",
@@ -707,6 +735,10 @@ def report_html(runs: list[RunData], out_dir: Path) -> str:
     if note:
         table1 += f'<div class="note">{_md_to_html(chr(10).join(note))}</div>'
     for run in runs:
+        dist = roofline_distribution_rows(run)
+        if dist:
+            details += (f"<h2>Fraction of the roofline bound per level{': ' + esc(run.name) if len(runs) > 1 else ''}"
+                        "</h2>" + _html_table(DISTRIBUTION_HEADER, [[esc(c) for c in row] for row in dist], {0, 1}))
         rows = headroom_rows(run)
         if rows:
             details += (f"<h2>Most headroom under torch.compile{': ' + esc(run.name) if len(runs) > 1 else ''}</h2>"
