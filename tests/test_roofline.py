@@ -140,7 +140,10 @@ def test_a_compute_bound_task_uses_the_tensor_core_peak_under_tf32():
     assert r.bound_ms == pytest.approx(flops / 494.5e12 * 1e3, rel=1e-5)
     assert r.hbm_gbs == 3000.0  # the measured bandwidth, not the datasheet's, bounds the memory side
     assert r.memory_bound_ms == pytest.approx(nbytes / 3e12 * 1e3, rel=1e-5)
-    assert r.fraction == round(r.bound_ms / 0.4, 4) and r.eager_fraction is None
+    assert r.fraction == pytest.approx(r.bound_ms / 0.4, rel=1e-3) and r.eager_fraction is None
+    tiny = R.assess(gpu_name="NVIDIA H200", precision="fp32", work=_work(0), input_bytes=4800, param_bytes=0,
+                    output_bytes=0, ms=0.005)  # a 1 ns bound, a 5 us launch: small, never rounded to 0
+    assert tiny.fraction == 0.0002
 
 
 def test_a_fraction_above_one_is_flagged_with_its_reason():

@@ -406,7 +406,7 @@ def fraction(bound_ms: float | None, ms: float | None) -> float | None:
     """The share of the bound a time reaches (1.0: at the hardware's limit)."""
     if bound_ms is None or not ms or ms <= 0:
         return None
-    return round(bound_ms / ms, 4)
+    return float(f"{bound_ms / ms:.4g}")  # significant digits: a 5 us launch on a 5 ns bound is 0.001, not 0
 
 
 def _warning(r: Roofline) -> str | None:
