@@ -321,6 +321,8 @@ class Roofline:
     flops_counted: bool = False
     """True when FlopCounterMode had a formula for every operator that computes."""
     flops_note: str | None = None
+    flops_counted_on: str | None = None
+    """'meta' (the meta device) or 'reference run' (the first reference trial): Work.where."""
     uncounted_ops: list[str] = field(default_factory=list)
     compute_unit: str | None = None
     peak_tflops: float | None = None
@@ -375,7 +377,7 @@ def assess(*, gpu_name: str | None, precision: str, work: Work | None, input_byt
     if work is None or work.flops is None:
         r.flops_note = ("FLOPs not counted: " + work.error) if work and work.error else "FLOPs not counted"
     else:
-        r.flops, r.uncounted_ops, dtype = work.flops, list(work.uncounted_ops), work.dtype
+        r.flops, r.uncounted_ops, dtype, r.flops_counted_on = work.flops, list(work.uncounted_ops), work.dtype, work.where
         r.flops_counted = not work.uncounted_ops
         if work.uncounted_ops:
             r.flops_note = (f"FlopCounterMode has no formula for {', '.join(work.uncounted_ops[:8])}: their FLOPs are "
