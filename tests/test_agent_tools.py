@@ -119,11 +119,12 @@ def test_bash_runs_in_the_workspace_with_a_scrubbed_env(env, monkeypatch):
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:1")
     monkeypatch.setenv("HF_TOKEN", "hf_secret")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
-    r = env.execute("bash", {"command": "pwd; echo HOME=$HOME; env"})
+    (env.workspace.root / "mine.txt").write_text("x")
+    r = env.execute("bash", {"command": "pwd; echo HOME=$HOME; ls; env"})
     assert r.ok and "[exit code 0]" in r.output
-    assert str(env.workspace.root) in r.output.splitlines()[0]
-    assert f"HOME={env.workspace.root}" in r.output
-    for secret in ("HTTPS_PROXY", "hf_secret", "sk-secret"):
+    # confined: the workspace is at /workspace, and the harness's own path of it is never said
+    assert r.output.splitlines()[0] == "/workspace" and "HOME=/workspace" in r.output and "mine.txt" in r.output
+    for secret in ("HTTPS_PROXY", "hf_secret", "sk-secret", str(env.workspace.root)):
         assert secret not in r.output
     r = env.execute("bash", {"command": "exit 3"})
     assert not r.ok and "[exit code 3]" in r.output

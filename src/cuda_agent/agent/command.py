@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 EXIT_BAD_INPUT = 2
+EXIT_NO_CONFINEMENT = 3
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -49,9 +50,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      help="stop once verified speedup_vs_compile exceeds this (default 1.05)")
     run.add_argument("--no-stop-at-target", action="store_true", help="keep going until submit or the budget ends")
     run.add_argument("--precision", choices=("fp32", "tf32"), default="fp32")
-    from ..sandbox.commands.check_cmd import add_rules_argument
+    from ..sandbox.commands.check_cmd import add_isolation_argument, add_rules_argument
 
     add_rules_argument(run)
+    add_isolation_argument(run)
     run.add_argument("--device", type=int, default=0, help="GPU index for verify/profile")
     run.add_argument("--out", type=Path, default=None, help="output directory")
     run.add_argument("--trajectories", type=Path, default=None, help="also append the record to this JSONL")
@@ -88,12 +90,13 @@ def _backend(args):
 
 def config_from_args(args: argparse.Namespace):
     from ..sandbox import SandboxConfig
+    from ..sandbox.commands.check_cmd import isolation
     from .config import AgentConfig
 
     config = AgentConfig(max_turns=args.max_turns, max_wall_s=args.max_wall_s, max_tokens=args.max_tokens,
                          target_speedup=None if args.no_stop_at_target else args.target_speedup,
                          sandbox=SandboxConfig(precision=args.precision, rules=args.rules, device=args.device,
-                                               spare_workers=2))
+                                               spare_workers=2, isolation=isolation(args)))
     if args.context_tokens:
         config.context.context_tokens = args.context_tokens
     return config
@@ -154,6 +157,11 @@ def run(args: argparse.Namespace) -> int:
     except (TaskError, ValueError, BackendError, OSError) as e:
         print(f"cuda-agent optimize: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    from ..sandbox.confine import unavailable
+    unconfinable = unavailable(sandbox.isolation)
+    if unconfinable:  # fail closed: the agent's bash and every verify run model-written code
+        print(f"cuda-agent optimize: {unconfinable}", file=sys.stderr)
+        return EXIT_NO_CONFINEMENT
     out = args.out or Path("runs") / "optimize" / f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     progress = Progress() if args.quiet else ConsoleProgress()

@@ -77,7 +77,7 @@ class Workspace:
         p = Path(path.strip())
         full = (p if p.is_absolute() else self.root / p).resolve()
         if full != self.root and self.root not in full.parents:
-            raise PathError(f"{path}: outside the workspace (paths are relative to {self.root}; "
+            raise PathError(f"{path}: outside the workspace (paths are relative to the workspace; "
                             "`..` and absolute paths elsewhere are not allowed)")
         return full
 

@@ -54,9 +54,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("how it is judged")
     g.add_argument("--precision", choices=("fp32", "tf32"), default="fp32",
                    help="fp32 (default): strict FP32 baselines; tf32: baselines may use TF32")
-    from ..sandbox.commands.check_cmd import add_rules_argument
+    from ..sandbox.commands.check_cmd import add_isolation_argument, add_rules_argument
 
     add_rules_argument(g)
+    add_isolation_argument(g)
     g.add_argument("--trials", type=int, default=5, help="correctness trials before timing (default 5)")
     g.add_argument("--no-baseline-cache", action="store_true", help="re-time eager and compile for every attempt")
     g.add_argument("--seed", type=int, default=None, help="seed of the trial inputs (default: fresh per attempt)")
@@ -92,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from ..sandbox import SandboxConfig
+    from ..sandbox.commands.check_cmd import isolation
     from . import baselines
     from .policy import DEFAULT_SOLVER
     from .sources import BenchError, parse_ids
@@ -129,8 +131,12 @@ def _run(args: argparse.Namespace) -> int:
         task_timeout_s=args.task_timeout, ray_address=args.ray, progress=not args.no_progress,
         sandbox=SandboxConfig(precision=args.precision, rules=args.rules, num_trials=args.trials,
                               use_baseline_cache=not args.no_baseline_cache, seed=args.seed, spare_workers=2,
-                              calibrate=args.calibrate),
+                              calibrate=args.calibrate, isolation=isolation(args)),
         argv=sys.argv[1:], calibrate=args.calibrate)
+    from ..sandbox.confine import unavailable
+    unconfinable = unavailable(config.sandbox.isolation)
+    if unconfinable:  # fail closed, before any candidate code is built or run
+        raise BenchError(unconfinable)
     outcome = Bench(config).run()
     _print_summary(config, outcome)
     if args.export_baselines:

@@ -15,6 +15,11 @@ Both build for the GPU's target (gpu.build_arch): the arch-specific ``sm_90a`` o
 and ``sm_100a`` on 10.0, so that wgmma, TMA and setmaxnreg compile; plain ``sm_XY`` elsewhere.
 
 Artifacts are keyed by a hash of the sources, flags, target arch, torch, nvcc and Python versions.
+
+Confinement (``SandboxConfig.isolation``, :mod:`.confine`): every compiler and the single-file build
+run under bubblewrap, where they see the sources read-only and write only into a fresh directory of
+their own. The trusted side then moves that directory into the cache and records a SHA-256 of every
+file in ``build.json``; a cached artifact whose files no longer match is rebuilt, never loaded.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import confine
 from .config import SandboxConfig
 from .gpu import ARCH_SPECIFIC, gpu_info
 from .logs import shorten_paths, trim_compiler_log, trim_traceback
@@ -146,7 +152,7 @@ def build_key(solution: Solution, config: SandboxConfig) -> str:
     h = hashlib.sha256()
     for part in (BUILDER_VERSION, solution.fingerprint(), resolve_arch(config), torch.__version__,
                  sys.version, " ".join(NVCC_FLAGS + CXX_FLAGS), _tool_version(nvcc_path() or "nvcc"),
-                 _tool_version(os.environ.get("CXX", "c++"))):
+                 _tool_version(os.environ.get("CXX", "c++")), config.isolation):
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:32]
 
@@ -160,9 +166,13 @@ def build(solution: Solution, config: SandboxConfig) -> BuildResult:
     out_dir = config.cache_dir / "build" / key
     manifest = out_dir / "build.json"
     if manifest.is_file():
-        result = BuildResult(**json.loads(manifest.read_text()))
-        result.cached, result.build_s = True, time.perf_counter() - t0
-        return result
+        saved = json.loads(manifest.read_text())
+        hashes = saved.pop("sha256", None)
+        if hashes is None or artifact_hashes(out_dir) == hashes:
+            result = BuildResult(**saved)
+            result.cached, result.build_s = True, time.perf_counter() - t0
+            return result
+        shutil.rmtree(out_dir, ignore_errors=True)  # changed since it was built: never load it
     if solution.kind == WORKSPACE:
         result = _build_workspace(solution, config, out_dir)
     elif solution.kind == FILE:
@@ -174,11 +184,30 @@ def build(solution: Solution, config: SandboxConfig) -> BuildResult:
     # or a missing tool says nothing about the sources and is not.
     if result.ok or (not result.timeout and not result.log.startswith(MISSING_TOOL)):
         out_dir.mkdir(parents=True, exist_ok=True)
-        tmp = manifest.with_suffix(f".{os.getpid()}.tmp")
+        tmp = out_dir / f".build.{os.getpid()}.tmp"
         tmp.write_text(json.dumps({"ok": result.ok, "library": result.library, "python_module": result.python_module,
-                                   "extensions_dir": result.extensions_dir, "log": result.log}))
+                                   "extensions_dir": result.extensions_dir, "log": result.log,
+                                   "sha256": artifact_hashes(out_dir)}))
         tmp.replace(manifest)
     return result
+
+
+def artifact_hashes(out_dir: Path) -> dict[str, str]:
+    """SHA-256 of every file of a build directory (the manifest and temporaries aside)."""
+    out = {}
+    for p in sorted(out_dir.rglob("*")):
+        if p.is_file() and not p.is_symlink() and p.name != "build.json" and not p.name.startswith(".build."):
+            out[str(p.relative_to(out_dir))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def _jailed(cmd: list[str], config: SandboxConfig, ro: list[Path], rw: list[Path]) -> list[str]:
+    """A build command, confined (see the module doc) unless isolation is off."""
+    if config.isolation == "none":
+        return cmd
+    jail = confine.Jail(ro_binds={str(p): str(p) for p in ro}, binds={str(p): str(p) for p in rw},
+                        hidden=[str(config.cache_dir)])
+    return jail.command(cmd, scratch=None, cwd=str(ro[0]))
 
 
 # ----------------------------------------------------------------------------- workspace
@@ -233,7 +262,8 @@ def _link_command(solution: Solution, objs: list[Path], lib: Path) -> list[str]:
     return cmd
 
 
-def _run_parallel(commands: list[tuple[list[str], Path]], deadline: float, cwd: Path) -> tuple[bool, bool, str]:
+def _run_parallel(commands: list[tuple[list[str], Path]], deadline: float, cwd: Path,
+                  wrap=lambda cmd: cmd) -> tuple[bool, bool, str]:
     """Run compile commands concurrently (bounded by the CPU count). Returns (ok, timed_out, log)."""
     max_jobs = max(1, os.cpu_count() or 1)
     pending = list(commands)
@@ -242,7 +272,7 @@ def _run_parallel(commands: list[tuple[list[str], Path]], deadline: float, cwd: 
     while pending or running:
         while pending and len(running) < max_jobs:
             cmd, src = pending.pop(0)
-            running.append((subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            running.append((subprocess.Popen(wrap(cmd), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                              text=True, start_new_session=True), src))
         proc, src = running.pop(0)
         remaining = deadline - time.monotonic()
@@ -276,12 +306,13 @@ def _build_workspace(solution: Solution, config: SandboxConfig, out_dir: Path) -
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=out_dir.name + ".", dir=out_dir.parent))
     commands = _compile_commands(solution, config, work)
-    ok, timed_out, log = _run_parallel(commands, deadline, solution.path)
+    wrap = functools.partial(_jailed, config=config, ro=[solution.path], rw=[work])
+    ok, timed_out, log = _run_parallel(commands, deadline, solution.path, wrap)
     roots = {str(solution.path): "", str(work): ""}
     if ok:
         lib = work / f"{LIB_NAME}.so"
         objs = sorted(work.glob("*.o"))
-        link = subprocess.run(_link_command(solution, objs, lib), cwd=solution.path, capture_output=True,
+        link = subprocess.run(wrap(_link_command(solution, objs, lib)), cwd=solution.path, capture_output=True,
                               text=True, timeout=max(1.0, deadline - time.monotonic()))
         if link.returncode != 0:
             ok, log = False, log + "\n" + link.stdout + link.stderr
@@ -312,20 +343,62 @@ def inline_env(extensions_dir: str | Path, arch: str) -> dict[str, str]:
 
 
 def _build_file(solution: Solution, config: SandboxConfig, out_dir: Path) -> BuildResult:
-    ext_dir = out_dir / "torch_extensions"
-    ext_dir.mkdir(parents=True, exist_ok=True)
-    env = inline_env(ext_dir, resolve_arch(config))
-    cmd = [sys.executable, "-m", "cuda_agent.sandbox.inline_build", str(solution.path)]
-    proc = subprocess.Popen(cmd, cwd=solution.path.parent, env=env, stdout=subprocess.PIPE,
+    """Execute the file so that its ``load_inline`` compiles. Confined, it runs on a copy of the file in
+    a fresh directory that holds the extensions too; the same directory, moved into the cache by the
+    trusted side, is what a worker is later given (as :data:`.confine.INSIDE`, so that the build files
+    torch wrote name the same paths)."""
+    if config.isolation == "none":
+        ext_dir = out_dir / "torch_extensions"
+        ext_dir.mkdir(parents=True, exist_ok=True)
+        env = inline_env(ext_dir, resolve_arch(config))
+        cmd = [sys.executable, "-m", "cuda_agent.sandbox.inline_build", str(solution.path)]
+        cwd, roots = solution.path.parent, {str(solution.path.parent): "", str(ext_dir): ""}
+        work = None
+    else:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=out_dir.name + ".", dir=out_dir.parent))
+        (work / "torch_extensions").mkdir()
+        stage_solution(solution, work / "solution")
+        env = confine.confined_env(inline_env(f"{confine.INSIDE}/torch_extensions", resolve_arch(config)))
+        inside = f"{confine.INSIDE}/solution/{solution.path.name}"
+        cmd = confine.Jail(hidden=[str(config.cache_dir)]).command(
+            [sys.executable, "-m", "cuda_agent.sandbox.inline_build", inside],
+                                     scratch=str(work), cwd=f"{confine.INSIDE}/solution")
+        cwd, roots = None, {f"{confine.INSIDE}/solution": "", f"{confine.INSIDE}/torch_extensions": ""}
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=config.build_timeout_s)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
         return BuildResult(ok=False, timeout=True, log=f"build timed out after {config.build_timeout_s:.0f} s")
     if proc.returncode != 0:
-        text = shorten_paths(out, {str(solution.path.parent): "", str(ext_dir): ""})
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
+        text = shorten_paths(out, roots)
         trimmed = trim_compiler_log(text) if "error" in text.lower() and "Traceback" not in text[-3000:] \
             else trim_traceback(text)
         return BuildResult(ok=False, log=trimmed)
-    return BuildResult(ok=True, extensions_dir=str(ext_dir))
+    if work is not None:
+        shutil.rmtree(work / "solution", ignore_errors=True)  # the cache keeps the build, not the sources
+        try:
+            work.rename(out_dir)
+        except OSError:  # a concurrent build of the same sources won the race
+            shutil.rmtree(work, ignore_errors=True)
+    return BuildResult(ok=True, extensions_dir=str(out_dir / "torch_extensions"))
+
+
+def stage_solution(solution: Solution, dest: Path) -> Path:
+    """Copy the solution's candidate code (exactly the files hashed and checked) into ``dest``: what a
+    confined build or worker is given, instead of the directory the solution lives in (which may hold
+    other solutions, or an agent's whole workspace)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for p in solution.source_files():
+        rel = Path(solution.display(p))
+        if rel.is_absolute() or ".." in rel.parts:
+            raise ValueError(f"{p}: outside the solution")
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(p, dest / rel)
+    return dest

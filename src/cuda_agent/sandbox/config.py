@@ -79,6 +79,10 @@ class SandboxConfig:
     """CUDA target to build for, taken as given, e.g. '90a' or '80' ('90' builds Hopper without its
     arch-specific instructions). None: the GPU's (gpu.build_arch: '90a' on 9.0, '100a' on 10.0, else
     plain), or '90a' on a host without one."""
+    isolation: str = "bwrap"
+    """'bwrap': builds, the candidate worker and the agent's bash run confined (sandbox/confine.py), and
+    an evaluation refuses to start where confinement cannot be set up. 'none' (--unsafe-no-isolation):
+    unconfined, with a warning in every verdict."""
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
@@ -87,6 +91,8 @@ class SandboxConfig:
             raise ValueError(f"rules must be one of {RULE_SETS}, got {self.rules!r}")
         if self.arch is not None and not re.fullmatch(r"\d{2,3}[a-z]?", self.arch):
             raise ValueError(f"arch must look like '90a' or '80', got {self.arch!r}")
+        if self.isolation not in ("bwrap", "none"):
+            raise ValueError(f"isolation must be 'bwrap' or 'none', got {self.isolation!r}")
         if self.num_trials < 1:
             raise ValueError("num_trials must be >= 1")
         self.cache_dir = Path(self.cache_dir)

@@ -23,6 +23,7 @@ import math
 import os
 import re
 import secrets
+import shutil
 import signal
 import time
 import traceback
@@ -30,10 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..tasks import Task, TaskError, validate_task
+from . import confine
 from . import inputs as trial_inputs
 from . import roofline
 from .baselines import Baseline, BaselineStore
-from .build import BuildResult, build, inline_env, resolve_arch
+from .build import BuildResult, build, inline_env, resolve_arch, stage_solution
 from .compare import Comparison, is_precision_downgrade
 from .config import SandboxConfig
 from .gpu import GpuLock, gpu_memory_bytes, no_gpu_reason, rehearsal
@@ -57,6 +59,11 @@ GLOBAL_FN = re.compile(r"__global__[^;{(]*?\b(\w+)\s*\(")
 
 class NoGpuError(RuntimeError):
     """Raised (not a verdict) when this host cannot run GPU code at all."""
+
+
+class ConfinementUnavailable(NoGpuError):
+    """Raised (not a verdict) when candidate code cannot be confined here (sandbox/confine.py) and
+    isolation was not turned off: the evaluation refuses to start rather than run it unconfined."""
 
 
 @dataclass
@@ -117,6 +124,11 @@ class _Evaluation:
         v, cfg = self.v, self.config
         if not self._static():
             return
+        unconfinable = confine.unavailable(cfg.isolation)
+        if unconfinable:  # before the build: a single-file solution's build runs its code
+            raise ConfinementUnavailable(unconfinable)
+        v.confinement = confine.describe(cfg.isolation, share_pid=self._jail() is not None
+                                         and self._jail().share_pid)
         reason = no_gpu_reason()
         if reason:  # still build, so that compile errors are verdicts on any host
             if self._build() is not None:
@@ -136,7 +148,8 @@ class _Evaluation:
             self._mark("build")
             # started now, so that its interpreter and torch load while the reference sets up
             cand_env = worker_env(cfg, built)  # a load_inline build's own env: no spares for it
-            self.cand = start_worker(cand_env, "candidate", cfg.spare_workers if cand_env == env else 0)
+            self.cand = start_worker(cand_env, "candidate", cfg.spare_workers if cand_env == env else 0,
+                                     self._jail())
             ref_info = self._ref_step(lambda: self.ref.receive("setup", cfg.baseline_timeout_s))
             if ref_info is None:
                 return
@@ -150,10 +163,12 @@ class _Evaluation:
                 v.flag("does_not_fit")
                 return
             cand_info = self._cand_step(lambda: self.cand.request(candidate_setup(
-                self.task, self.solution, built, cfg, self.seed, init_inputs, ref_info["state_dict"]),
+                self.task, self.solution, built, cfg, self.seed, init_inputs, ref_info["state_dict"], self.cand),
                 cfg.run_timeout_s))
             if cand_info is None:
                 return
+            if cand_info.get("landlock") is not None:
+                v.confinement["landlock"] = cand_info["landlock"]
             v.precision["candidate"] = cand_info["precision"]
             self._mark("candidate_setup")
             if not self._integrity_ok(cand_info, "while importing and preparing ModelNew"):
@@ -177,6 +192,9 @@ class _Evaluation:
             for w in (self.cand, self.ref):  # nothing left to say to them: no graceful exit to wait for
                 if w is not None:
                     w.cleanup(wait=False)
+
+    def _jail(self) -> confine.Jail | None:
+        return candidate_jail(self.config)
 
     def _memory_figures(self) -> None:
         """Peak host RSS of the evaluator and of each worker, and peak GPU memory of each worker, for this
@@ -743,12 +761,22 @@ def timed_output_mismatches(cand: list, ref: list, tolerance: float) -> list[int
     return bad
 
 
+def candidate_jail(config: SandboxConfig) -> confine.Jail | None:
+    """How the candidate's worker is confined: None when isolation is off. On a GPU it shares the PID
+    namespace with the reference worker (CUDA IPC needs it; see confine's module doc)."""
+    if config.isolation == "none":
+        return None
+    on_gpu = not rehearsal()
+    return confine.Jail(share_pid=on_gpu, gpu=on_gpu, hidden=[str(config.cache_dir)])
+
+
 def worker_env(config: SandboxConfig, built: BuildResult | None = None) -> dict[str, str]:
     """The environment of a worker: only the configured GPU visible; for a load_inline solution,
-    the extensions directory its build filled."""
+    the extensions directory its build filled (confined: the worker's own copy of it)."""
     env = dict(os.environ)
     if built is not None and built.extensions_dir:
-        env.update(inline_env(built.extensions_dir, resolve_arch(config)))
+        ext = built.extensions_dir if config.isolation == "none" else f"{confine.INSIDE}/torch_extensions"
+        env.update(inline_env(ext, resolve_arch(config)))
     env["CUDA_VISIBLE_DEVICES"] = _visible(config.device)
     return env
 
@@ -760,13 +788,33 @@ def reference_setup(task: Task, config: SandboxConfig, seed: int, init_inputs: l
 
 
 def candidate_setup(task: Task, solution: Solution, built: BuildResult, config: SandboxConfig, seed: int,
-                    init_inputs: list, state_dict: dict) -> dict:
+                    init_inputs: list, state_dict: dict, worker: WorkerProcess | None = None) -> dict:
     return {"op": "setup", "role": "candidate", "precision": config.precision, "seed": seed,
             "strict": config.strict, "calibrate": config.calibrate,
             "task_source": task.source, "task_origin": task.origin,
             "init_inputs": init_inputs, "state_dict": state_dict,
-            "solution": {"kind": solution.kind, "root": str(solution.root), "model_file": str(solution.model_file),
-                         "library": built.library, "python_module": built.python_module}}
+            "solution": stage_candidate(solution, built, worker)}
+
+
+def stage_candidate(solution: Solution, built: BuildResult, worker: WorkerProcess | None) -> dict:
+    """Where the candidate's worker finds the solution and its artifact. A confined worker is given copies
+    in its own scratch (the files that were checked and hashed, the library, its own copy of a
+    load_inline build), never the solution's directory or the build cache."""
+    if worker is None or worker.scratch is None:
+        return {"kind": solution.kind, "root": str(solution.root), "model_file": str(solution.model_file),
+                "library": built.library, "python_module": built.python_module}
+    scratch, inside = Path(worker.scratch), confine.INSIDE
+    stage_solution(solution, scratch / "solution")
+    library = None
+    if built.library:
+        (scratch / "artifact").mkdir(exist_ok=True)
+        shutil.copyfile(built.library, scratch / "artifact" / Path(built.library).name)
+        library = f"{inside}/artifact/{Path(built.library).name}"
+    if built.extensions_dir:
+        shutil.copytree(built.extensions_dir, scratch / "torch_extensions", symlinks=True, dirs_exist_ok=True)
+    return {"kind": solution.kind, "root": f"{inside}/solution",
+            "model_file": f"{inside}/solution/{solution.display(solution.model_file)}",
+            "library": library, "python_module": built.python_module}
 
 
 def _visible(device: int) -> str:
@@ -784,7 +832,7 @@ def killed_from_outside(worker: WorkerProcess | None) -> bool:
     if worker is None or worker.killed_by_harness:
         return False
     try:
-        code = worker.proc.wait(timeout=5)
+        code = worker.exit_code(timeout=5)
     except Exception:  # noqa: BLE001 - still running: it did not die of a signal
         return False
     return code == -signal.SIGKILL

@@ -16,6 +16,7 @@ import atexit
 import io
 import os
 import pickle
+import shutil
 import signal
 import socket
 import subprocess
@@ -27,6 +28,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 import torch
+
+from .confine import CONFINED_ENV, Jail, confined_env
 
 
 class WorkerDied(Exception):
@@ -56,9 +59,12 @@ class WorkerError(Exception):
 
 class WorkerProcess:
     def __init__(self, env: dict[str, str] | None = None, cwd: str | None = None, label: str = "worker",
-                 prefix: list[str] | None = None):
-        """``prefix`` wraps the worker command (e.g. an ``ncu`` invocation)."""
+                 prefix: list[str] | None = None, jail: Jail | None = None):
+        """``prefix`` wraps the worker command (e.g. an ``ncu`` invocation). With ``jail`` the worker runs
+        confined (sandbox/confine.py) with a fresh scratch directory, :attr:`scratch`, as its only
+        writable place: the caller stages there what the worker is to read."""
         parent, child = socket.socketpair()
+        self.scratch: str | None = None
         self.label = label
         self.memory: dict = {}
         """The worker's latest peaks (``peak_rss_mb``, ``peak_gpu_mb``), from its last reply."""
@@ -66,6 +72,11 @@ class WorkerProcess:
         """Set when :meth:`kill` signals it: a SIGKILL death without it came from outside (the OOM killer)."""
         self.log_file = tempfile.NamedTemporaryFile(prefix=f"cuda_agent_{label}_", suffix=".log", delete=False)
         cmd = [*(prefix or []), sys.executable, "-m", "cuda_agent.sandbox.worker", str(child.fileno())]
+        if jail is not None:
+            self.scratch = tempfile.mkdtemp(prefix=f"cuda_agent_{label}_")
+            cmd = jail.command(cmd, scratch=self.scratch)
+            env = {**confined_env(dict(os.environ) if env is None else env), CONFINED_ENV: "1"}
+            cwd = None
         self.proc = subprocess.Popen(cmd, pass_fds=(child.fileno(),), env=env, cwd=cwd,
                                      stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True)
         child.close()
@@ -101,7 +112,7 @@ class WorkerProcess:
         try:
             data = self.conn.recv_bytes()
         except (EOFError, OSError):
-            code = self.proc.wait()
+            code = self.exit_code()
             raise WorkerDied(f"{self.label} exited with code {code} during '{msg['op']}'"
                              f"{_signal_name(code)}", self.read_log()) from None
         try:
@@ -119,6 +130,16 @@ class WorkerProcess:
         if isinstance(reply.get("memory"), dict):
             self.memory = reply["memory"]
         return reply
+
+    def exit_code(self, timeout: float | None = None) -> int:
+        """The worker's exit status as Popen reports it (negative N: killed by signal N). bwrap reports a
+        child killed by signal N as 128 + N; that is translated back, so that a confined worker killed by
+        the OOM killer reads as SIGKILL (a candidate exiting with 137 itself gains nothing by it: a
+        worker killed from outside earns a null reward, never a positive one)."""
+        code = self.proc.wait(timeout=timeout)
+        if self.scratch is not None and 128 < code <= 128 + 64:
+            return -(code - 128)
+        return code
 
     def read_log(self, limit: int = 6000) -> str:
         try:
@@ -160,6 +181,8 @@ class WorkerProcess:
             os.unlink(self.log_file.name)
         except OSError:
             pass
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     def __enter__(self) -> "WorkerProcess":
         return self
@@ -187,10 +210,10 @@ class SparePool:
         self.taken = 0
         atexit.register(self.close)
 
-    def take(self, env: dict[str, str], label: str, keep: int) -> WorkerProcess:
+    def take(self, env: dict[str, str], label: str, keep: int, jail: Jail | None = None) -> WorkerProcess:
         """A started worker for ``env``: a spare if one is ready, else a new one; then top the
         spares for ``env`` up to ``keep`` (they start in the background)."""
-        key = tuple(sorted(env.items()))
+        key = (tuple(sorted(env.items())), repr(jail))
         with self._lock:
             self._free = [(k, w) for k, w in self._free if w.proc.poll() is None]  # drop any that died
             worker = next((w for k, w in self._free if k == key), None)
@@ -199,9 +222,9 @@ class SparePool:
                 self.taken += 1
             waiting = sum(1 for k, _ in self._free if k == key)
             for _ in range(max(0, keep - waiting)):
-                self._free.append((key, WorkerProcess(env=env, label="spare")))
+                self._free.append((key, WorkerProcess(env=env, label="spare", jail=jail)))
         if worker is None:
-            return WorkerProcess(env=env, label=label)
+            return WorkerProcess(env=env, label=label, jail=jail)
         worker.label = label
         return worker
 
@@ -215,8 +238,8 @@ class SparePool:
 SPARES = SparePool()
 
 
-def start_worker(env: dict[str, str], label: str, spares: int = 0) -> WorkerProcess:
+def start_worker(env: dict[str, str], label: str, spares: int = 0, jail: Jail | None = None) -> WorkerProcess:
     """A worker process for one role of one evaluation; ``spares`` > 0 keeps that many started ahead."""
     if spares <= 0:
-        return WorkerProcess(env=env, label=label)
-    return SPARES.take(env, label, spares)
+        return WorkerProcess(env=env, label=label, jail=jail)
+    return SPARES.take(env, label, spares, jail)

@@ -21,7 +21,8 @@ from . import roofline
 from .baselines import BaselineStore
 from .build import build
 from .config import SandboxConfig
-from .evaluator import candidate_setup, reference_setup, worker_env
+from . import confine
+from .evaluator import candidate_jail, candidate_setup, reference_setup, stage_candidate, worker_env
 from .gpu import gpu_lock, no_gpu_reason
 from .process import WorkerDied, WorkerError, WorkerProcess, WorkerTimeout, start_worker
 from .solution import Solution
@@ -86,6 +87,10 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
     if reason:
         report.error = reason
         return report
+    unconfinable = confine.unavailable(config.isolation)
+    if unconfinable:
+        report.error = unconfinable
+        return report
     module = validate_task(task)
     init_inputs = list(module.get_init_inputs())
     built = build(solution, config)
@@ -100,11 +105,12 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
         ref = start_worker(env, "reference", config.spare_workers)
         workers.append(ref)
         cand_env = worker_env(config, built)
-        cand = start_worker(cand_env, "candidate", config.spare_workers if cand_env == env else 0)  # loads meanwhile
+        cand = start_worker(cand_env, "candidate", config.spare_workers if cand_env == env else 0,  # loads meanwhile
+                            candidate_jail(config))
         workers.append(cand)
         setup = ref.request(reference_setup(task, config, seed, init_inputs), config.baseline_timeout_s)
         cand_msg = candidate_setup(task, solution, built, dataclasses.replace(config, strict=True, calibrate=False),
-                                   seed, init_inputs, setup["state_dict"])
+                                   seed, init_inputs, setup["state_dict"], cand)
         cand.request(cand_msg, config.run_timeout_s)
         # two input sets drawn by the reference worker on the GPU; the candidate's workers get shared copies
         timing["inputs"] = ref.request({"op": "rotation", "seeds": [seed, seed + 1]}, config.run_timeout_s)["sets"]
@@ -116,7 +122,7 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
                 setattr(report, attr, _rows(prof["kernels"], iters))
         report.roofline = _roofline(setup, config, report)
         if use_ncu:
-            report.ncu = _ncu(cand_msg, env=cand_env, cwd=str(solution.root), config=config, timing=timing,
+            report.ncu = _ncu(task, solution, built, cand_msg, env=cand_env, config=config, timing=timing,
                               kernels=[r.name for r in report.candidate[:3]])
     except WorkerError as e:
         report.error = f"{e.reply.get('error_type')} in '{e.reply.get('phase')}': {e.reply.get('message', '')[:800]}"
@@ -144,29 +150,38 @@ def _roofline(setup: dict, config: SandboxConfig, report: ProfileReport) -> dict
                            eager_ms=ms(report.eager), compile_ms=ms(report.compile)).to_dict()
 
 
-def _ncu(cand_msg: dict, env: dict, cwd: str, config: SandboxConfig, timing: dict, kernels: list[str]) -> list[dict]:
-    """Nsight Compute on the candidate's top kernels (a few launches each), as rows of metrics."""
+def _ncu(task: Task, solution: Solution, built, cand_msg: dict, env: dict, config: SandboxConfig, timing: dict,
+         kernels: list[str]) -> list[dict]:
+    """Nsight Compute on the candidate's top kernels (a few launches each), as rows of metrics. Confined
+    like any candidate worker: ncu writes its report into the worker's own scratch."""
     ncu = shutil.which("ncu")
     if ncu is None or not kernels:
         return [{"note": "ncu not found"}] if ncu is None else []
-    out_csv = Path(tempfile.mkdtemp(prefix="ncu_")) / "ncu.csv"
+    jail = candidate_jail(config)
+    host_dir = Path(tempfile.mkdtemp(prefix="ncu_"))
+    out_csv = host_dir / "ncu.csv"
     names = "|".join(sorted({k.split("(")[0].split("<")[0].replace("void ", "").strip() for k in kernels}))
     prefix = [ncu, "--clock-control", "none", "--target-processes", "all", "--csv", "--page", "raw",
               "--metrics", NCU_METRICS, "--kernel-name", f"regex:{names}", "--launch-count", "6",
-              "--log-file", str(out_csv)]
-    worker = WorkerProcess(env=env, cwd=cwd, label="candidate-ncu", prefix=prefix)
+              "--log-file", str(out_csv) if jail is None else f"{confine.INSIDE}/ncu.csv"]
+    worker = WorkerProcess(env=env, cwd=str(solution.root), label="candidate-ncu", prefix=prefix, jail=jail)
+    if jail is not None:
+        out_csv = Path(worker.scratch) / "ncu.csv"
+        cand_msg = {**cand_msg, "solution": stage_candidate(solution, built, worker)}
     try:
         worker.request(cand_msg, config.run_timeout_s * 4)
         worker.request({"op": "prepare_timing", "target": "model", **{**timing, "max_iters": 2}},
                        config.run_timeout_s * 4)
+        worker.close()  # ncu writes its report as the worker exits
+        if not out_csv.exists():
+            return [{"error": "ncu wrote no report"}]
+        text = out_csv.read_text(errors="replace")
     except (WorkerError, WorkerDied, WorkerTimeout) as e:
         return [{"error": str(e)[:300]}]
     finally:
         worker.close()
         worker.cleanup()
-    if not out_csv.exists():
-        return [{"error": "ncu wrote no report"}]
-    text = out_csv.read_text(errors="replace")
+        shutil.rmtree(host_dir, ignore_errors=True)
     start = text.find('"ID"')
     rows = list(csv.DictReader(io.StringIO(text[start:]))) if start >= 0 else []
     keep = ("Kernel Name", *NCU_METRICS.split(","))

@@ -65,6 +65,9 @@ class Verdict:
     roofline: dict[str, Any] = field(default_factory=dict)
     """The hardware's limit for this task (sandbox/roofline.py): minimal bytes, FLOPs, the GPU's peaks,
     the lower bound on time, and the fraction of it the candidate, eager and compile reach."""
+    confinement: dict[str, Any] = field(default_factory=dict)
+    """How the candidate's code was confined (sandbox/confine.py): the mechanism, what it could see, and a
+    ``warning`` when it ran unconfined (--unsafe-no-isolation)."""
     format_version: int = FORMAT_VERSION
 
     @property

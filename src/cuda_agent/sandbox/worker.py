@@ -33,7 +33,7 @@ import torch
 import torch._dynamo  # noqa: F401 - the harness's own lazy imports, paid while the process waits
 import torch.profiler  # noqa: F401   for its first message (see guards.settle_harness)
 
-from . import guards, memory, roofline, share, timing
+from . import confine, guards, memory, roofline, share, timing
 from .compare import compare
 from .gpu import rehearsal
 from .inputs import TASK, draw, leaf_sizes, nbytes
@@ -161,6 +161,8 @@ class Worker:
         guards.settle_harness(self.device)
         self.snapshot = integrity_snapshot((guards, timing, share, sys.modules[__name__]))
         sol = msg["solution"]
+        if os.environ.get(confine.CONFINED_ENV):  # no ptrace of, nor signals to, anything outside from here on
+            info["landlock"] = confine.enter_landlock()
         # the solution's directory is the working directory and first on the path (a spare worker
         # started elsewhere: what the caller's directory holds is not the candidate's to import)
         os.chdir(sol["root"])

@@ -4,7 +4,7 @@
     cuda-agent train rft         --model M --trajectories DIR --out runs/rft
     cuda-agent train value       --model M --trajectories DIR --out runs/value
     cuda-agent train agentic     --model M --tasks T --out runs/agentic [--eval-url URL]
-    cuda-agent train serve       --gpus 6,7 [--host 0.0.0.0] [--port 8420]
+    cuda-agent train serve       --gpus 6,7 [--host 0.0.0.0 --token-file FILE] [--port 8420]
     cuda-agent train data        prompts|sft|value|verl --in SRC --out FILE
     cuda-agent train verl-check  configs/verl/ppo_agentic.yaml [--no-paper]
     cuda-agent train tiny-model  OUT [--corpus FILES...]
@@ -45,15 +45,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("serve", help="the evaluation service: the sandbox behind HTTP on reserved GPUs")
     p.add_argument("--gpus", default="0", help="comma-separated GPU indices reserved for timing")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="bind address; anything but loopback needs a token")
     p.add_argument("--port", type=int, default=8420)
+    p.add_argument("--token-file", help="file holding the secret every client must send (default: "
+                   "$CUDA_AGENT_EVAL_TOKEN_FILE, else $CUDA_AGENT_EVAL_TOKEN)")
     p.add_argument("--per-gpu", type=int, default=2)
     p.add_argument("--max-queue", type=int, default=512)
+    p.add_argument("--per-client", type=int, default=256, help="jobs one client (remote address) may have "
+                   "queued or running at once")
     p.add_argument("--job-timeout-s", type=float, default=1200.0)
     p.add_argument("--precision", default="fp32", choices=["fp32", "tf32"])
-    from ..sandbox.commands.check_cmd import add_rules_argument
+    from ..sandbox.commands.check_cmd import add_isolation_argument, add_rules_argument
 
     add_rules_argument(p)
+    add_isolation_argument(p)
     p.set_defaults(train_action="serve")
 
     p = sub.add_parser("data", help="convert: tasks -> prompts / verl parquet; trajectories -> SFT / value rows")
@@ -109,13 +114,24 @@ def _stage(args) -> int:
 
 
 def _serve(args) -> int:
+    from .auth import ServiceConfigError, read_token
     from .service import EvalService, EvalServiceConfig
 
-    cfg = EvalServiceConfig(host=args.host, port=args.port, gpus=[int(g) for g in args.gpus.split(",") if g.strip()],
-                            per_gpu=args.per_gpu, max_queue=args.max_queue, job_timeout_s=args.job_timeout_s,
-                            precision=args.precision, rules=args.rules)
-    service = EvalService(cfg)
-    print(f"evaluation service on http://{cfg.host}:{cfg.port} (GPUs {cfg.gpus}, {cfg.per_gpu} jobs each)", flush=True)
+    try:
+        cfg = EvalServiceConfig(host=args.host, port=args.port, gpus=[int(g) for g in args.gpus.split(",") if g.strip()],
+                                per_gpu=args.per_gpu, max_queue=args.max_queue, per_client=args.per_client,
+                                job_timeout_s=args.job_timeout_s, token=read_token(args.token_file),
+                                precision=args.precision, rules=args.rules,
+                                isolation="none" if args.unsafe_no_isolation else "bwrap")
+        service = EvalService(cfg).start()
+    except ServiceConfigError as e:
+        print(f"cuda-agent train serve: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"cuda-agent train serve: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    print(f"evaluation service on {service.url} (GPUs {cfg.gpus}, {cfg.per_gpu} jobs each; "
+          f"token {'required' if cfg.token else 'off: this machine only'})", flush=True)
     service.serve_forever()
     return 0
 

@@ -19,8 +19,9 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..sandbox import SandboxConfig, Verdict, evaluate
+from ..sandbox.config import SandboxConfig
 from ..sandbox.reward import reward  # the function (the package attribute can be the module)
+from ..sandbox.verdict import Verdict
 from ..tasks import Task
 from .solution_io import write_solution
 
@@ -59,6 +60,8 @@ class LocalEvaluator:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
     def evaluate(self, task: Task, files: dict[str, str], reward_kind: str = "paper") -> EvalResult:
+        from ..sandbox import evaluate  # torch: imported on first use, so the service's HTTP side stays light
+
         if not files:
             v = no_solution_verdict(task)
             return EvalResult(verdict=v, reward=reward(v, reward_kind))

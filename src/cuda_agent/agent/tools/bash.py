@@ -1,9 +1,13 @@
-"""`bash`: a shell command in the workspace, with a timeout and a scrubbed environment.
+"""`bash`: a shell command in the workspace, confined, with a timeout and a scrubbed environment.
 
-The command runs in its own process group (killed whole on timeout), with no stdin, HOME set to
-the workspace and an environment reduced to what a compiler and Python need: proxies, tokens,
-keys and credentials are not passed on. This is hygiene, not isolation: the command runs as
-the user (run untrusted agents inside a container).
+The command runs under the sandbox's confinement (sandbox/confine.py): it sees a read-only system
+(compilers, Python, the GPU's device nodes), the workspace read-write at :data:`WORKSPACE`, and
+nothing else: not the harness's cache or baselines, not other workspaces, not the network, not the
+harness's processes (its own PID namespace). It runs in its own process group (killed whole on
+timeout), with no stdin, HOME set to the workspace and an environment reduced to what a compiler and
+Python need: proxies, tokens, keys and credentials are not passed on. A command that tries to reach
+beyond fails like any failed command, and the model reads its error. With the sandbox's isolation off
+(--unsafe-no-isolation) it runs unconfined in the workspace's real directory.
 """
 
 from __future__ import annotations
@@ -14,11 +18,15 @@ import signal
 import subprocess
 import time
 
+from ...sandbox.confine import Jail
 from . import Tool, ToolResult, obj, truncate
+
+WORKSPACE = "/workspace"
+"""Where a confined command finds the workspace (the harness's own path of it stays unsaid)."""
 
 KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
         "LD_LIBRARY_PATH", "CC", "CXX", "VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH", "TORCH_CUDA_ARCH_LIST",
-        "NVIDIA_VISIBLE_DEVICES", "CUDA_AGENT_CACHE", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+        "NVIDIA_VISIBLE_DEVICES", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 SECRET = re.compile(r"PROXY|TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.I)
 
 
@@ -45,9 +53,14 @@ class Bash(Tool):
         if timeout <= 0:
             return ToolResult("timeout must be positive", ok=False)
         root = str(env.workspace.root)
+        argv, cwd, home = ["bash", "-c", args["command"]], root, root
+        if env.config.sandbox.isolation != "none":
+            jail = Jail(gpu=True, binds={root: WORKSPACE}, hidden=[str(env.config.sandbox.cache_dir)])
+            argv = jail.command(argv, scratch=None, cwd=WORKSPACE)
+            cwd, home = None, WORKSPACE
         t0 = time.perf_counter()
         try:
-            proc = subprocess.Popen(["bash", "-c", args["command"]], cwd=root, env=scrubbed_env(root),
+            proc = subprocess.Popen(argv, cwd=cwd, env=scrubbed_env(home),
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     start_new_session=True)
         except (ValueError, OSError) as e:  # e.g. a NUL byte in the command

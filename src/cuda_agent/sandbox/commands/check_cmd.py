@@ -21,6 +21,19 @@ def add_rules_argument(p: argparse.ArgumentParser) -> None:
                         "(torch ops and layers may run in forward beside your kernels; every anti-cheat rule holds)")
 
 
+def add_isolation_argument(p: argparse.ArgumentParser) -> None:
+    """``--unsafe-no-isolation``, shared by every command that runs candidate code (eval, bench, optimize,
+    train serve): without it they refuse to run where confinement (sandbox/confine.py) cannot be set up."""
+    p.add_argument("--unsafe-no-isolation", action="store_true",
+                   help="run candidate code and the agent's bash unconfined, where they can rewrite the harness's "
+                        "cache and baselines (every verdict then carries a warning); only for trusted code")
+
+
+def isolation(args: argparse.Namespace) -> str:
+    """SandboxConfig.isolation for the parsed ``--unsafe-no-isolation``."""
+    return "none" if getattr(args, "unsafe_no_isolation", False) else "bwrap"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("solution", nargs="?", help="workspace directory or single .py file defining ModelNew")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -17,9 +17,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", choices=("fp32", "tf32"), default="fp32",
                    help="fp32 (default): strict FP32 baselines, TF32-level errors rejected; "
                         "tf32: baselines may use TF32 too")
-    from .check_cmd import add_rules_argument
+    from .check_cmd import add_isolation_argument, add_rules_argument
 
     add_rules_argument(p)
+    add_isolation_argument(p)
     p.add_argument("--calibrate", action="store_true",
                    help="evaluate the task's own Model as the candidate (speedup_vs_eager should be 1.00)")
     p.add_argument("--trials", type=int, default=5, help="correctness trials before timing (>= 1)")
@@ -33,6 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ...tasks import TaskError, load_task
     from .. import NoGpuError, SandboxConfig, SolutionError, evaluate, load_solution
+    from .check_cmd import isolation
 
     if args.solution is None and not args.calibrate:
         print("cuda-agent eval: give a SOLUTION, or --calibrate to evaluate the task's own Model", file=sys.stderr)
@@ -42,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         solution = load_solution(args.solution) if args.solution else None
         config = SandboxConfig(precision=args.precision, rules=args.rules, calibrate=args.calibrate, num_trials=args.trials,
                                strict=not args.no_strict, use_baseline_cache=not args.no_baseline_cache,
-                               seed=args.seed, device=args.device)
+                               seed=args.seed, device=args.device, isolation=isolation(args))
     except (TaskError, SolutionError, ValueError) as e:
         print(f"cuda-agent eval: {e}", file=sys.stderr)
         return 2

