@@ -224,3 +224,14 @@ def test_profile_bounds_each_targets_kernel_time_with_the_meta_count(tmp_path):
     assert block["eager_fraction"] == pytest.approx(block["bound_ms"] / 2e-3, rel=1e-3)
     assert _roofline({"work": R.Work(error="x").to_dict(), "gpu": "g", "torch": "t"}, SandboxConfig(cache_dir=tmp_path),
                      report) is None
+
+
+def test_cuda_agent_evals_summary_has_the_headroom_line():
+    from cuda_agent.sandbox import Verdict
+    from cuda_agent.sandbox.commands.eval_cmd import summarize
+
+    block = R.assess(gpu_name="NVIDIA H200", precision="fp32", work=_work(0), input_bytes=4800 * 10**6, param_bytes=0,
+                     output_bytes=0, ms=2.0, compile_ms=2.0).to_dict()
+    text = summarize(Verdict(verdict="correct", ms=2.0, compile_ms=2.0, roofline=block))
+    assert "headroom: at 50% of the H200 SXM's memory-bandwidth bound of 1 ms (compile: 50%)" in text
+    assert "headroom" not in summarize(Verdict(verdict="compile_error"))
