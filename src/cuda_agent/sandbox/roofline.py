@@ -268,9 +268,10 @@ def count_work(task_module, init_inputs: list) -> Work:
 # --------------------------------------------------------------------------- measured bandwidth
 
 def measure_copy_bandwidth(device: torch.device, nbytes: int = 1 << 30, reps: int = 20) -> dict:
-    """HBM bandwidth a device-to-device copy reaches here, GB/s: the median of ``reps`` copies of
-    ``nbytes`` (read once, written once: 2 x nbytes moved), each timed with CUDA events. Smaller
-    when free memory is short (at least 256 MiB, far above any L2)."""
+    """HBM bandwidth a device-to-device copy reaches here, GB/s: the fastest of ``reps`` copies of
+    ``nbytes`` (read once, written once: 2 x nbytes moved), each timed with CUDA events. The fastest,
+    not the median: a bound must be what the GPU can do, so that a copy timed later (a median, after an
+    L2 flush) stays at or below it. Smaller when free memory is short (at least 256 MiB, far above any L2)."""
     free, _total = torch.cuda.mem_get_info(device)
     n = min(nbytes, free // 4) // 4096 * 4096
     if n < 256 << 20:
@@ -289,10 +290,11 @@ def measure_copy_bandwidth(device: torch.device, nbytes: int = 1 << 30, reps: in
         end.synchronize()
         times.append(start.elapsed_time(end))
     times.sort()
-    median_ms = times[len(times) // 2]
+    best_ms, median_ms = times[0], times[len(times) // 2]
     del src, dst
-    return {"gbs": round(2 * n / (median_ms * 1e-3) / 1e9, 1), "bytes": n, "median_ms": round(median_ms, 4),
-            "reps": reps, "method": "torch copy_ (device to device), CUDA events, median"}
+    return {"gbs": round(2 * n / (best_ms * 1e-3) / 1e9, 1), "median_gbs": round(2 * n / (median_ms * 1e-3) / 1e9, 1),
+            "bytes": n, "best_ms": round(best_ms, 4), "median_ms": round(median_ms, 4), "reps": reps,
+            "method": "torch copy_ (device to device), CUDA events, fastest of reps"}
 
 
 # --------------------------------------------------------------------------- the bound and fractions
