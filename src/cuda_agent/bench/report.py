@@ -268,8 +268,9 @@ def roofline_note(runs: list[RunData]) -> list[str]:
         for s in run.summaries:
             if s.roofline_attempts:
                 lines.append(f"{run.name + ': ' if len(runs) > 1 else ''}{s.split}: the candidate reaches "
-                             f"{pct(s.fraction_of_bound)} of the roofline bound, compile {pct(s.compile_fraction_of_bound)} "
-                             f"(geometric means over {s.roofline_attempts} correct attempts)")
+                             f"{pct(s.fraction_of_bound)} of the roofline bound, compile "
+                             f"{pct(s.compile_fraction_of_bound)} (geometric means over {s.roofline_attempts} correct "
+                             "attempts)")
             if s.above_bound and s.split != "Overall":
                 lines.append(f"{run.name + ': ' if len(runs) > 1 else ''}{s.split}: {s.above_bound} attempt(s) report "
                              "a fraction above 100% of the bound (flagged `roofline_above_bound`): a bug in the "
@@ -487,7 +488,8 @@ def _fractions(run: RunData, who: str, level) -> list[float]:
 
 
 def has_roofline(runs: list[RunData]) -> bool:
-    return any(roofline_fraction(r.verdict, who) is not None for run in runs for r in run.results for who in ROOFLINE_KEYS)
+    return any(roofline_fraction(r.verdict, who) is not None
+               for run in runs for r in run.results for who in ROOFLINE_KEYS)
 
 
 def plot_roofline(plt, runs: list[RunData]) -> str:

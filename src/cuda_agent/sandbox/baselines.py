@@ -36,7 +36,8 @@ CREATE TABLE IF NOT EXISTS bandwidth (
 """
 
 BANDWIDTH_VERSION = "2"
-"""Bump when the bandwidth measurement changes (roofline.measure_copy_bandwidth; 2: the fastest copy, not the median)."""
+"""Bump when the bandwidth measurement changes (roofline.measure_copy_bandwidth; 2: the fastest copy,
+not the median)."""
 
 
 @dataclass

@@ -379,7 +379,8 @@ def assess(*, gpu_name: str | None, precision: str, work: Work | None, input_byt
     if work is None or work.flops is None:
         r.flops_note = ("FLOPs not counted: " + work.error) if work and work.error else "FLOPs not counted"
     else:
-        r.flops, r.uncounted_ops, dtype, r.flops_counted_on = work.flops, list(work.uncounted_ops), work.dtype, work.where
+        r.flops, r.uncounted_ops, r.flops_counted_on = work.flops, list(work.uncounted_ops), work.where
+        dtype = work.dtype
         r.flops_counted = not work.uncounted_ops
         if work.uncounted_ops:
             r.flops_note = (f"FlopCounterMode has no formula for {', '.join(work.uncounted_ops[:8])}: their FLOPs are "
@@ -418,8 +419,8 @@ def _warning(r: Roofline) -> str | None:
     above = [(who, f) for who, f in r.fractions.items() if f > 1.0]
     if above:
         said.append(", ".join(f"{who} at {f:.2f}x" for who, f in above)
-                    + f" of the {r.bound} bound ({r.bound_ms:.4g} ms): faster than the hardware allows, so the bound is "
-                    "wrong here (a timing error, a wrong peak, or a task that does not touch all of its inputs)")
+                    + f" of the {r.bound} bound ({r.bound_ms:.4g} ms): faster than the hardware allows, so the bound "
+                    "is wrong here (a timing error, a wrong peak, or a task that does not touch all of its inputs)")
     if OFF_SPEC in r.flags:
         said.append(f"the measured bandwidth {r.hbm_gbs_measured:.0f} GB/s is {r.bandwidth_share:.0%} of the "
                     f"datasheet's {r.hbm_gbs_spec:.0f} GB/s")
