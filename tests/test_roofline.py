@@ -83,6 +83,19 @@ def get_inputs():
     assert w.dtype == "float32"  # the conv's weight is FP32: the widest floating dtype counts
 
 
+def test_moving_data_is_not_an_uncounted_computation():
+    task = _task("""
+class Model(nn.Module):
+    def forward(self, a, b):
+        x = torch.cat([a, b], dim=1).permute(1, 0).contiguous()
+        return torch.nn.functional.pad(x, (1, 1))[:, 1:-1].flip(0)
+def get_inputs():
+    return [torch.randn(8, 4), torch.randn(8, 4)]
+""")
+    w = R.count_work(task, [])
+    assert w.error is None and w.flops == 0 and w.uncounted_ops == []
+
+
 def test_a_16_gib_task_is_counted_without_allocating_it():
     task = _task("""
 class Model(nn.Module):

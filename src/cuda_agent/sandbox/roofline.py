@@ -138,9 +138,11 @@ NON_COMPUTE_OPS = frozenset({
     "aten.full", "aten.full_like", "aten.new_full", "aten.fill", "aten.fill_", "aten.zero_", "aten.scalar_tensor",
     "aten.clone", "aten.copy", "aten.copy_", "aten._to_copy", "aten.detach", "aten.lift_fresh", "aten.alias",
     "aten.contiguous", "aten.resize_", "aten.set_", "aten._local_scalar_dense", "aten.arange",
+    "aten.cat", "aten.stack", "aten.constant_pad_nd", "aten.index", "aten.index_select", "aten.gather",
+    "aten.repeat", "aten.flip", "aten.roll", "aten.slice_scatter", "aten.select_scatter", "aten.narrow_copy",
     "prim.device", "aten.sym_size", "aten.sym_stride", "aten.sym_numel", "aten.sym_storage_offset",
 })
-"""Operators that allocate, copy or move data but compute nothing: no FLOPs to count (views are
+"""Operators that allocate, copy or rearrange data but compute nothing: no FLOPs to count (views are
 recognized by their schema)."""
 
 
