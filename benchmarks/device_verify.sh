@@ -13,6 +13,10 @@
 #   side-by-side - (issue 15) cached-baseline eval --calibrate vs KernelBench-style in-process eval, 6 real tasks
 #   confinement - (issue 20) a cached evaluation's cost with confinement on and off (carry .whl and KernelBench)
 #   rules    - (issue 16) the KernelBench-style corpus under both rule sets: GPU tests, bench + reports
+#   roofline - (issue 19) the roofline's sanity checks and the sm_90a kernel: tests/gpu/test_roofline_gpu.py
+#   roofline-levels - (issue 19) KernelBench levels 1-3 evaluated --calibrate (carry third_party/KernelBench, .whl):
+#              compile's fraction of the bound per level and the 10 tasks farthest from it, in the report;
+#              resumable: run it again on the same (warm) machine until the bench says it is done
 #   placement - (~1 min) does the GEMM's flushed time depend on where its operands land? 3 processes
 #   multigpu-fill, multigpu - (2+ GPUs, issue 8) bench over 52 problems: fill the caches, then one GPU vs all
 #              in one call (scaling, per-task agreement, no overlapping timings on a GPU)
@@ -95,6 +99,17 @@ case "$stage" in
     fi
     cp /tmp/train_smoke/summary.json /tmp/train_smoke/reward_curve.png "$OUT/" 2>/dev/null
     tar -czf "$OUT/train_report.tar.gz" -C /tmp/train_report . ;;
+  roofline)
+    timeout 560 python3 -m pytest -m gpu tests/gpu/test_roofline_gpu.py -v -s -p no:cacheprovider \
+      > "$OUT/roofline_gpu.log" 2>&1
+    grep -E "roofline=|bandwidth=|(PASSED|FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/roofline_gpu.log" | tail -40 ;;
+  roofline-levels)
+    timeout -s INT 520 cuda-agent bench --kernelbench third_party/KernelBench/KernelBench --levels 1,2,3 --calibrate \
+      --out /tmp/roofline_levels --no-progress > "$OUT/roofline_levels.log" 2>&1
+    tail -5 "$OUT/roofline_levels.log"
+    cuda-agent report /tmp/roofline_levels --out /tmp/roofline_levels/report > "$OUT/report_cmd.log" 2>&1
+    cp /tmp/roofline_levels/report/{report.md,tasks.md,summary.json,roofline.png} "$OUT/" 2>/dev/null
+    sed -n '/## Fraction of the roofline bound/,/## Definitions/p' /tmp/roofline_levels/report/report.md | head -60 ;;
   placement)
     for i in 1 2 3; do timeout 150 python3 benchmarks/probe/placement.py --out "$OUT/placement_$i.json" \
       2>&1 | tee "$OUT/placement_$i.log" | tail -1; done ;;

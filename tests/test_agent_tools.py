@@ -209,3 +209,26 @@ def test_the_best_verdict_is_kept_and_copied_aside(env, tmp_path):
     assert "1.30x vs torch.compile" in env.best_summary()
     env.config.target_speedup = None
     assert not env.target_reached()
+
+
+def test_verify_and_profile_replies_say_how_far_the_kernel_is_from_the_hardwares_limit(tmp_path):
+    """One line each: the fraction of the roofline bound the candidate reaches, with compile's beside it."""
+    from cuda_agent.sandbox import Verdict
+    from cuda_agent.sandbox.profiling import ProfileReport
+    from cuda_agent.sandbox.roofline import Work, assess
+
+    block = assess(gpu_name="NVIDIA H200", precision="fp32", work=Work(flops=0), input_bytes=4800 * 10**6,
+                   param_bytes=0, output_bytes=0, ms=2.5, eager_ms=5.0, compile_ms=2.4390243).to_dict()
+
+    def verifier(task, solution):
+        return Verdict(verdict="correct", ms=2.5, eager_ms=5.0, compile_ms=2.439, roofline=block)
+
+    env = Environment(tiny_task(tmp_path), tmp_path / "run", config(tmp_path), verifier=verifier)
+    r = env.execute("verify", {})
+    assert ("headroom: at 40% of the H200 SXM's memory-bandwidth bound of 1 ms (eager: 20%, compile: 41%)"
+            in r.output), r.output
+    assert "headroom, by kernel time per call: at 40%" in ProfileReport(roofline=block).table()
+    assert "headroom" not in ProfileReport().table()
+    skill = (env.workspace.root / "SKILL.md").read_text()
+    for must in ("headroom: at 38%", "memory-bandwidth", "sm_90a", "wgmma", "setmaxnreg", "TMA"):
+        assert must in skill, must

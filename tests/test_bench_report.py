@@ -106,3 +106,55 @@ def test_compile_error_reason_quotes_the_compiler():
         "build failed: kernels/ew.cu(30): error: expected an expression"
     other = {"verdict": "incorrect", "reasons": ["trial 0: wrong"], "log": "error: unrelated"}
     assert first_reason(Result("L1_3", 0, "evaluated", other)) == "trial 0: wrong"
+
+
+def _with_roofline(v: dict, compile_ms: float) -> dict:
+    """A verdict with the roofline block the sandbox would add: a 1 ms memory bound on the H200's datasheet."""
+    from cuda_agent.sandbox.roofline import Work, assess
+
+    block = assess(gpu_name="NVIDIA H200", precision="fp32", work=Work(flops=0), input_bytes=4800 * 10**6,
+                   param_bytes=0, output_bytes=0, ms=v.get("ms") if v["verdict"] == "correct" else None,
+                   compile_ms=compile_ms)
+    v["compile_ms"], v["roofline"] = compile_ms, block.to_dict()
+    v["flags"] = v["flags"] + block.flags
+    return v
+
+
+def test_the_roofline_in_the_report_columns_notes_headroom_and_plot(tmp_path):
+    rows = [(1, 1, _with_roofline(verdict("L1_1", "correct", eager=4.0, compile_=1.25, ms=2.0), 1.25)),  # 50%, 80%
+            (1, 2, _with_roofline(verdict("L1_2", "correct", eager=8.0, compile_=5.0, ms=4.0), 5.0)),  # 25%, 20%
+            (1, 3, _with_roofline(verdict("L1_3", "incorrect", reason="wrong"), 10.0)),  # compile 10%
+            (2, 1, _with_roofline(verdict("L2_1", "correct", eager=4.0, compile_=2.0, ms=0.8), 2.0))]  # 125%, 50%
+    run = fill_run(tmp_path / "roof", rows)
+    paths = write_report([load(run)], tmp_path / "out")
+    md = paths["markdown"].read_text()
+    # Table 1's note: geometric means over the correct attempts having both fractions, hand-computed
+    assert ("- Level 1: the candidate reaches 35.4% of the roofline bound, compile 40.0% "
+            "(geometric means over 2 correct attempts)") in md
+    assert "- Level 2: 1 attempt(s) report a fraction above 100% of the bound (flagged `roofline_above_bound`)" in md
+    # the most headroom under compile, least fraction first
+    section = md[md.index("## Most headroom under torch.compile"):]
+    order = [ln.split("|")[1].strip() for ln in section.splitlines() if ln.startswith("| L")]
+    assert order == ["L1_3", "L1_2", "L2_1", "L1_1"]
+    assert "| L1_3 | 3_problem | memory 1 ms | 10.0000 | 10% | - |" in section
+    # the distribution per level: compile's level-1 fractions are 10%, 20%, 80% (p10 by linear interpolation: 12%)
+    assert "| Level 1 | compile | 3 | 12% | 20% | 68% | 80% |" in md
+    assert "| Level 2 | candidate | 1 | 125% (above 1: a bug) |" in md
+    tasks = paths["tasks"].read_text()
+    assert "| memory 1 ms | 50% | - | 80% |" in tasks and "125% (above 1: a bug)" in tasks
+    summary = json.loads(paths["summary"].read_text())["runs"][0]["summaries"]
+    assert summary[0]["fraction_of_bound"] == pytest.approx((0.5 * 0.25) ** 0.5)
+    assert summary[-1]["above_bound"] == 1
+    page = paths["html"].read_text()
+    assert "Most headroom under torch.compile" in page and "Of bound" in page and "roofline bound per level</h2>" in page
+    if not HAS_MPL:
+        pytest.skip("matplotlib is not installed: the plot is not checked")
+    assert 'alt="Fraction of the roofline bound per level"' in page
+    assert paths["roofline_plot"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_run_without_roofline_blocks_has_no_roofline_sections(runs):
+    a, _, tmp = runs
+    paths = write_report([load(a)], tmp / "out_plain")
+    md = paths["markdown"].read_text()
+    assert "roofline bound, compile" not in md and "Most headroom" not in md and "roofline_plot" not in paths

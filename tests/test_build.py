@@ -4,6 +4,7 @@ and the log trimming that turns compiler and Python output into something a read
 Each workspace is compiled at most once per session (module-scoped fixtures, one tmp cache).
 """
 
+import importlib
 import shutil
 import time
 from pathlib import Path
@@ -13,7 +14,9 @@ import pytest
 pytest.importorskip("torch")
 
 from cuda_agent.sandbox import SandboxConfig, build, load_solution  # noqa: E402
-from cuda_agent.sandbox.build import build_key  # noqa: E402
+build_module = importlib.import_module("cuda_agent.sandbox.build")  # the package's `build` is the function
+from cuda_agent.sandbox.build import build_key, inline_env, resolve_arch  # noqa: E402
+from cuda_agent.sandbox.gpu import GpuInfo, build_arch  # noqa: E402
 from cuda_agent.sandbox.logs import trim_compiler_log, trim_traceback  # noqa: E402
 
 from .conftest import EXAMPLES, SOLUTIONS  # noqa: E402
@@ -144,7 +147,56 @@ def test_key_depends_on_the_arch(tmp_path):
     solution = load_solution(SWISH)
     k90 = build_key(solution, SandboxConfig(cache_dir=tmp_path, arch="90"))
     k80 = build_key(solution, SandboxConfig(cache_dir=tmp_path, arch="80"))
-    assert k90 != k80
+    k90a = build_key(solution, SandboxConfig(cache_dir=tmp_path, arch="90a"))
+    assert len({k90, k80, k90a}) == 3  # the arch-specific target is a target of its own
+
+
+# ----------------------------------------------------------------------------- arch-specific targets
+
+@pytest.mark.parametrize("cc, target", [("9.0", "90a"), ("10.0", "100a"), ("8.0", "80"), ("8.9", "89"),
+                                        ("12.0", "120"), ("7.5", "75")])
+def test_hopper_and_blackwell_build_for_their_arch_specific_target(cc, target):
+    assert build_arch(cc) == target
+    assert GpuInfo(0, "NVIDIA X", cc, "GPU-0").arch == target
+
+
+def test_a_host_without_a_gpu_builds_for_sm90a_and_a_configured_arch_is_taken_as_given(monkeypatch, tmp_path):
+    monkeypatch.setattr(build_module, "gpu_info", lambda device: None)
+    assert resolve_arch(SandboxConfig(cache_dir=tmp_path)) == "90a"
+    assert resolve_arch(SandboxConfig(cache_dir=tmp_path, arch="90")) == "90"
+    monkeypatch.setattr(build_module, "gpu_info", lambda device: GpuInfo(0, "NVIDIA B200", "10.0", "GPU-0"))
+    assert resolve_arch(SandboxConfig(cache_dir=tmp_path)) == "100a"
+    with pytest.raises(ValueError, match="arch must look like"):
+        SandboxConfig(cache_dir=tmp_path, arch="sm_90a")
+
+
+def test_workspace_nvcc_commands_carry_the_target(tmp_path):
+    cmds = build_module._compile_commands(load_solution(SWISH), SandboxConfig(cache_dir=tmp_path, arch="90a"), tmp_path)
+    nvcc = [cmd for cmd, src in cmds if src.suffix == ".cu"]
+    assert nvcc and all("-gencode=arch=compute_90a,code=sm_90a" in cmd for cmd in nvcc)
+
+
+@pytest.mark.parametrize("arch, listed, flag", [("90a", "9.0a", "-gencode=arch=compute_90a,code=sm_90a"),
+                                                ("100a", "10.0a", "-gencode=arch=compute_100a,code=sm_100a"),
+                                                ("80", "8.0", "-gencode=arch=compute_80,code=sm_80")])
+def test_load_inline_builds_get_the_same_target_through_torch_cuda_arch_list(monkeypatch, tmp_path, arch, listed, flag):
+    from torch.utils import cpp_extension
+
+    env = inline_env(tmp_path, arch)
+    assert env["TORCH_CUDA_ARCH_LIST"] == listed
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", env["TORCH_CUDA_ARCH_LIST"])
+    assert cpp_extension._get_cuda_arch_flags() == [flag]  # what torch's load_inline passes to nvcc
+
+
+@pytest.mark.nvcc
+def test_an_sm90a_only_kernel_builds_for_sm90a_and_not_for_plain_sm90(tmp_path):
+    """The honest swish with inline-PTX wgmma fence/commit/wait: the test means something only if plain
+    sm_90 rejects it."""
+    solution = load_solution(SOLUTIONS / "honest_swish_sm90a")
+    hopper = build(solution, SandboxConfig(cache_dir=tmp_path, arch="90a"))
+    assert hopper.ok, hopper.log
+    plain = build(solution, SandboxConfig(cache_dir=tmp_path, arch="90"))
+    assert not plain.ok and "wgmma" in plain.log and "sm_90" in plain.log, plain.log
 
 
 # ----------------------------------------------------------------------------- logs

@@ -53,6 +53,13 @@ def test_honest_solution_is_correct_and_every_timed_output_is_checked(rehearse):
     assert v.timing["peak_host_rss_mb"] == pytest.approx(sum(mem[f"{p}_peak_rss_mb"]
                                                              for p in ("evaluator", "reference", "candidate")), abs=0.2)
     assert v.timing["footprint"]["input_mib"] > 0 and v.timing["footprint"]["output_mib"] > 0
+    # the roofline block: the task's bytes as drawn, its FLOPs from FlopCounterMode, which has no formula for
+    # swish's elementwise ops (said, not guessed); no bound on a CPU (no peaks, no measured bandwidth)
+    r = v.roofline
+    assert r["input_bytes"] == r["output_bytes"] == 256 * 1024 * 4 and r["param_bytes"] == 0
+    assert r["flops"] == 0 and not r["flops_counted"] and {"aten.mul", "aten.sigmoid"} <= set(r["uncounted_ops"])
+    assert r["flops_counted_on"] == "meta"
+    assert r["bound_ms"] is None and r["fraction"] is None and "no peaks known" in r["note"]
     assert v.timing["gpu_lock_intervals"] and all(b >= a for a, b in v.timing["gpu_lock_intervals"])
     # every timing request (eager, compile unless cached, candidate) lies inside an exclusive hold of one GPU
     assert v.timing["gpu_uuid"] and v.timing["timed_windows"]
@@ -311,3 +318,39 @@ def test_a_bench_sigkilled_mid_evaluation_leaves_no_worker_and_resumes_exactly(t
     assert len((run / "results.jsonl").read_text().splitlines()) == 2  # no duplicates
     assert "start: 2 attempts, 1 already recorded, 1 to do" in (run / "bench.log").read_text()
     assert not _workers_with_env_containing(str(tmp_path))
+
+
+DATA_DEPENDENT = '''"""A forward the meta device cannot run (.item()): its FLOPs are counted on the first reference trial."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 32)
+
+    def forward(self, x):
+        scale = 2.0 if x.abs().sum().item() > 0 else 1.0
+        return self.fc(x) * scale
+
+
+def get_inputs():
+    return [torch.randn(16, 64)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_flops_the_meta_device_cannot_count_are_counted_on_the_reference_run(rehearse, tmp_path):
+    task = tmp_path / "data_dependent.py"
+    task.write_text(DATA_DEPENDENT)
+    v = evaluate(load_task(task), None, SandboxConfig(cache_dir=tmp_path / "cache", rep_ms=20.0, warmup_ms=5.0,
+                                                       run_timeout_s=120.0, profile=False, calibrate=True))
+    assert v.verdict == "correct", (v.reasons, v.log)
+    r = v.roofline
+    assert r["flops_counted_on"] == "reference run" and r["flops"] == 2 * 16 * 64 * 32
+    assert r["param_bytes"] == (64 * 32 + 32) * 4 and r["input_bytes"] == 16 * 64 * 4
+    assert {"aten.abs", "aten.sum", "aten.mul"} <= set(r["uncounted_ops"]) and not r["flops_counted"]

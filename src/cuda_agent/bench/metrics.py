@@ -19,6 +19,12 @@ sample counts once, so a rate is the expected rate of a single sample (pass@1 st
   worker was killed from outside, the harness raised; bench has evaluated each once more). They
   are counted apart, and stay in the denominator of every rate as attempts that did not pass: a
   run cannot look better by failing in the harness. ``retried``: attempts bench evaluated twice.
+* **fraction of the bound** (the verdict's ``roofline`` block, sandbox/roofline.py): the least time the
+  GPU allows for the task (its minimal bytes at HBM bandwidth, or its FLOPs at the peak rate, whichever
+  is larger) over the time taken; 1.0 is the hardware's limit. Its geometric mean is taken over the
+  correct attempts that have both the candidate's and compile's fraction, for both, so the two figures
+  are of the same tasks. A fraction above 1.0 is a bug the verdict flags (``roofline_above_bound``); the
+  attempts so flagged are counted, never left out silently.
 * **calibration** (``bench --calibrate``): each task's own Model timed as the candidate; the share
   of tasks whose speed-up vs eager lies within 1.00 +- 0.03 says how far the harness itself moves
   the figures.
@@ -39,6 +45,18 @@ PAPER_MARGIN = 1.05
 STRICT_MARGIN = 1.0
 FAST_P = (0.0, 0.5, 1.0, 1.5, 2.0)
 BASELINES = ("eager", "compile")
+ROOFLINE_KEYS = {"candidate": "fraction", "eager": "eager_fraction", "compile": "compile_fraction"}
+"""Who reaches what fraction of the roofline bound: the keys of a verdict's ``roofline`` block."""
+ABOVE_BOUND = "roofline_above_bound"
+
+
+def roofline_fraction(verdict: dict[str, Any], who: str) -> float | None:
+    """The fraction of the bound ``who`` (candidate, eager, compile) reaches, from a verdict's roofline
+    block; the candidate's only when the verdict is correct."""
+    if who == "candidate" and verdict.get("verdict") != "correct":
+        return None
+    value = (verdict.get("roofline") or {}).get(ROOFLINE_KEYS[who])
+    return value if isinstance(value, (int, float)) and value > 0 else None
 
 
 @dataclass(frozen=True)
@@ -52,6 +70,11 @@ class Attempt:
     """The final verdict was harness_error: not the candidate's failure (it still did not pass)."""
     retried: bool = False
     """Bench evaluated it twice, the first evaluation being a harness_error."""
+    fraction: float | None = None
+    """The candidate's fraction of the roofline bound (correct attempts only)."""
+    compile_fraction: float | None = None
+    above_bound: bool = False
+    """The verdict flags a fraction above 1.0 of the bound (a bug; see sandbox/roofline.py)."""
 
     def speedup(self, baseline: str) -> float | None:
         if baseline not in BASELINES:
@@ -60,9 +83,11 @@ class Attempt:
 
     @classmethod
     def from_verdict(cls, verdict: dict[str, Any]) -> Attempt:
+        flags = verdict.get("flags") or []
         return cls(verdict.get("verdict") == "correct", verdict.get("speedup_vs_eager"),
                    verdict.get("speedup_vs_compile"), verdict.get("verdict") == "harness_error",
-                   "harness_retried" in (verdict.get("flags") or []))
+                   "harness_retried" in flags, roofline_fraction(verdict, "candidate"),
+                   roofline_fraction(verdict, "compile"), ABOVE_BOUND in flags)
 
 
 def pass_rate(attempts: Sequence[Attempt]) -> float:
@@ -101,6 +126,14 @@ def geomean_speedup(attempts: Sequence[Attempt], baseline: str) -> float | None:
     return geomean(s for a in attempts if a.correct and (s := a.speedup(baseline)) is not None)
 
 
+def geomean_fractions(attempts: Sequence[Attempt]) -> tuple[float | None, float | None, int]:
+    """(candidate's, compile's) geometric-mean fraction of the bound over the correct attempts that have
+    both, and how many those are."""
+    pairs = [(a.fraction, a.compile_fraction) for a in attempts
+             if a.correct and a.fraction is not None and a.compile_fraction is not None]
+    return geomean(p for p, _ in pairs), geomean(c for _, c in pairs), len(pairs)
+
+
 @dataclass
 class Summary:
     """The metrics of one split (a level, or overall). Rates are fractions in [0, 1]."""
@@ -125,9 +158,18 @@ class Summary:
     """attempts whose final verdict is harness_error (after bench's one retry); not passed"""
     retried: int = 0
     """attempts evaluated twice because the first evaluation was a harness_error"""
+    fraction_of_bound: float | None = None
+    """geometric mean of the candidate's fraction of the roofline bound, over the correct attempts that
+    have it and compile's"""
+    compile_fraction_of_bound: float | None = None
+    """compile's, over the same attempts"""
+    roofline_attempts: int = 0
+    above_bound: int = 0
+    """attempts flagged roofline_above_bound (a fraction above 1.0: a bug)"""
 
 
 def summarize(split: str, attempts: Sequence[Attempt], verdicts: Iterable[str] = ()) -> Summary:
+    fraction, compile_fraction, roofline_attempts = geomean_fractions(attempts)
     return Summary(
         split=split, attempts=len(attempts), correct=sum(a.correct for a in attempts),
         pass_rate=pass_rate(attempts),
@@ -138,7 +180,9 @@ def summarize(split: str, attempts: Sequence[Attempt], verdicts: Iterable[str] =
         fast_p_eager={p: fast_p(attempts, p, "eager") for p in FAST_P},
         fast_p_compile={p: fast_p(attempts, p, "compile") for p in FAST_P},
         verdicts=dict(Counter(verdicts)),
-        harness_errors=sum(a.harness_error for a in attempts), retried=sum(a.retried for a in attempts))
+        harness_errors=sum(a.harness_error for a in attempts), retried=sum(a.retried for a in attempts),
+        fraction_of_bound=fraction, compile_fraction_of_bound=compile_fraction, roofline_attempts=roofline_attempts,
+        above_bound=sum(a.above_bound for a in attempts))
 
 
 def split_name(level: int | None) -> str:
@@ -220,6 +264,11 @@ DEFINITIONS = """\
 - **Speed-up vs. Eager / Compile** (the paper's): geometric mean of `baseline_ms / kernel_ms` over the
   correct attempts only; failed attempts are left out. Against compile, correct attempts whose compile
   baseline failed are left out as well.
+- **Fraction of the bound** (roofline): the least time the GPU allows for the task (its inputs, parameters
+  and outputs moved once at the measured HBM bandwidth, or its FLOPs, counted by torch's FlopCounterMode,
+  at the datasheet's peak for the precision in force, whichever is larger) over the time taken; 100% is
+  the hardware's limit. Table 1's note gives its geometric mean for the candidate and for compile over the
+  same correct attempts. A fraction above 100% is a bug, flagged `roofline_above_bound` and counted.
 - **fast_p** (KernelBench's): attempts that are correct AND have speed-up > p, over all attempts.
 - **Overall**: every level's attempts pooled, i.e. the level figures weighted by their task counts.
 - **Harness errors**: attempts whose verdict is `harness_error` (the reference crashed, a worker was killed

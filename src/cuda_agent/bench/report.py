@@ -7,7 +7,10 @@
 ``report.html`` the same, plus plots (base64 PNG, matplotlib Agg; left out with a note when
                matplotlib is missing): speed-up distribution per level, per-task speed-ups sorted,
                verdicts per level, and with several runs a comparison; then the per-task table.
-``tasks.md``   one line per attempt: verdict, reward, times, speed-ups, flags, first reason.
+``tasks.md``   one line per attempt: verdict, reward, times, speed-ups, the roofline bound and the fraction
+               of it the candidate, eager and compile reach, flags, first reason.
+``roofline.png`` fraction of the roofline bound per level for candidate, eager and compile (when the
+               verdicts have the block and matplotlib is installed); also in the HTML page.
 ``summary.json`` every run's summaries (the metrics above, harness errors included) and, for a
                ``bench --calibrate`` run, its calibration rows.
 
@@ -30,8 +33,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .metrics import (BASELINES, CALIBRATION_TOLERANCE, DEFINITIONS, FAST_P, NO_SOLUTION, CalibrationRow, Summary,
-                      calibrated_share, calibration_row, split_name, summarize_levels, verdict_category)
+from .metrics import (BASELINES, CALIBRATION_TOLERANCE, DEFINITIONS, FAST_P, NO_SOLUTION, ROOFLINE_KEYS,
+                      CalibrationRow, Summary, calibrated_share, calibration_row, roofline_fraction, split_name,
+                      summarize_levels, verdict_category)
 from .store import Result, load_run
 
 VERDICT_ORDER = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "harness_error",
@@ -226,29 +230,124 @@ def first_reason(r: Result) -> str:
     return text[:160] + ("..." if len(text) > 160 else "")
 
 
+ROOFLINE_HEADER = ["Bound", "Of bound", "Eager of bound", "Compile of bound"]
+
+
+def bound_cell(verdict: dict) -> str:
+    """'memory 0.42 ms': which limit bounds the task, and the least time it allows."""
+    block = verdict.get("roofline") or {}
+    return "-" if block.get("bound_ms") is None else f"{block['bound']} {block['bound_ms']:.4g} ms"
+
+
+def fraction_cell(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%" + (" (above 1: a bug)" if x > 1.0 else "")
+
+
+def roofline_cells(verdict: dict) -> list[str]:
+    return [bound_cell(verdict), *(fraction_cell(roofline_fraction(verdict, who)) for who in ROOFLINE_KEYS)]
+
+
 def tasks_markdown(run: RunData) -> str:
     header = ["Task", "Sample", "Title", "Status", "Verdict", "Reward", "ms", "Eager ms", "Compile ms",
-              "vs. Eager", "vs. Compile", "Flags", "Reason"]
+              "vs. Eager", "vs. Compile", *ROOFLINE_HEADER, "Flags", "Reason"]
     rows = []
     for r in run.results:
         v = r.verdict
         rows.append([r.task, str(r.sample), r.title or "", r.status, verdict_category(v), num(v.get("reward"), "g"),
                      num(v.get("ms")), num(v.get("eager_ms")), num(v.get("compile_ms")),
-                     speed(v.get("speedup_vs_eager")), speed(v.get("speedup_vs_compile")),
+                     speed(v.get("speedup_vs_eager")), speed(v.get("speedup_vs_compile")), *roofline_cells(v),
                      ", ".join(v.get("flags") or []), first_reason(r)])
     return f"# Per-task results: {run.name}\n\n" + _md_table(header, rows) + "\n"
 
 
+def roofline_note(runs: list[RunData]) -> list[str]:
+    """Table 1's note on the roofline: per split, the geometric mean of the candidate's fraction of the
+    bound next to compile's, over the same correct attempts; and any attempt above the bound, said."""
+    lines = []
+    for run in runs:
+        for s in run.summaries:
+            if s.roofline_attempts:
+                lines.append(f"{run.name + ': ' if len(runs) > 1 else ''}{s.split}: the candidate reaches "
+                             f"{pct(s.fraction_of_bound)} of the roofline bound, compile "
+                             f"{pct(s.compile_fraction_of_bound)} (geometric means over {s.roofline_attempts} correct "
+                             "attempts)")
+            if s.above_bound and s.split != "Overall":
+                lines.append(f"{run.name + ': ' if len(runs) > 1 else ''}{s.split}: {s.above_bound} attempt(s) report "
+                             "a fraction above 100% of the bound (flagged `roofline_above_bound`): a bug in the "
+                             "bound or the timing, see tasks.md")
+    return [f"- {ln}" for ln in lines]
+
+
+HEADROOM_TOP = 10
+
+
+def headroom_rows(run: RunData, n: int = HEADROOM_TOP) -> list[list[str]]:
+    """The ``n`` tasks where torch.compile is farthest from the hardware's limit: the best targets."""
+    seen, rows = set(), []
+    for r in run.results:
+        f = roofline_fraction(r.verdict, "compile")
+        if f is not None and r.task not in seen:
+            seen.add(r.task)
+            rows.append((f, r))
+    rows.sort(key=lambda fr: fr[0])
+    return [[r.task, r.title or "", bound_cell(r.verdict), num(r.verdict.get("compile_ms")), fraction_cell(f),
+             fraction_cell(roofline_fraction(r.verdict, "candidate"))] for f, r in rows[:n]]
+
+
+HEADROOM_HEADER = ["Task", "Title", "Bound", "Compile ms", "Compile of bound", "Candidate of bound"]
+
+
+def _quantile(sorted_vals: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    pos = q * (len(sorted_vals) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_vals) - 1)
+    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
+
+
+DISTRIBUTION_HEADER = ["Split", "Who", "Tasks", "p10", "Median", "p90", "Max"]
+
+
+def roofline_distribution_rows(run: RunData) -> list[list[str]]:
+    """Per level, the distribution of each one's fraction of the bound (every attempt that has it: the
+    candidate's on correct attempts, eager's and compile's wherever the baselines ran)."""
+    rows = []
+    for lv in _levels([run]):
+        for who in ROOFLINE_KEYS:
+            vals = sorted(_fractions(run, who, lv))
+            if vals:
+                rows.append([split_name(lv), who, str(len(vals)),
+                             *(fraction_cell(_quantile(vals, q)) for q in (0.1, 0.5, 0.9)), fraction_cell(vals[-1])])
+    return rows
+
+
+def headroom_markdown(runs: list[RunData]) -> list[str]:
+    parts = []
+    for run in runs:
+        dist = roofline_distribution_rows(run)
+        if dist:
+            parts += [f"## Fraction of the roofline bound per level{': ' + run.name if len(runs) > 1 else ''}", "",
+                      _md_table(DISTRIBUTION_HEADER, dist), ""]
+        rows = headroom_rows(run)
+        if rows:
+            parts += [f"## Most headroom under torch.compile{': ' + run.name if len(runs) > 1 else ''}", "",
+                      (f"The {len(rows)} tasks where compile reaches the smallest fraction of the roofline bound: "
+                       "the most left to gain."), "", _md_table(HEADROOM_HEADER, rows), ""]
+    return parts
+
+
 def report_markdown(runs: list[RunData]) -> str:
     title = "Bench report: " + " vs. ".join(r.name for r in runs)
+    note = roofline_note(runs)
     parts = [f"# {title}", "", *[ln for run in runs for ln in environment_lines(run)], "",
              "## Table 1", "", table1_markdown(runs), "",
              ("Faster rates count attempts more than 5% faster than the baseline (speed-up > 1.05), over all attempts; "
              "speed-ups are geometric means over correct attempts only."), "",
+             *([*note, ""] if note else []),
              "## Strict faster rates", "", strict_markdown(runs), "",
              "## fast_p (KernelBench)", "", fast_p_markdown(runs), "",
              "## Verdicts", "", verdicts_markdown(runs), "",
-             "## Harness errors", "", harness_markdown(runs), "", HARNESS_NOTE, ""]
+             "## Harness errors", "", harness_markdown(runs), "", HARNESS_NOTE, "", *headroom_markdown(runs)]
     for run in runs:
         if run.calibration:
             parts += [f"## Calibration: {run.name}", "", calibration_markdown(run), ""]
@@ -378,6 +477,53 @@ def plot_sorted(plt, runs: list[RunData]) -> str:
         if len(runs) > 1:
             ax.legend(loc="upper left", fontsize=8)
     axes[0].set_ylabel("speed-up (log scale)")
+    fig.tight_layout()
+    out = _png(fig)
+    plt.close(fig)
+    return out
+
+
+def _fractions(run: RunData, who: str, level) -> list[float]:
+    return [f for r in run.results if r.level == level and (f := roofline_fraction(r.verdict, who)) is not None]
+
+
+def has_roofline(runs: list[RunData]) -> bool:
+    return any(roofline_fraction(r.verdict, who) is not None
+               for run in runs for r in run.results for who in ROOFLINE_KEYS)
+
+
+def plot_roofline(plt, runs: list[RunData]) -> str:
+    """Fraction of the roofline bound per level: each run's candidate, and eager and compile (the first
+    run's: baselines do not depend on the policy). A line at 100%, the hardware's limit."""
+    levels = _levels(runs)
+    series = [(f"{run.name}" if len(runs) > 1 else "candidate", run, "candidate", RUN_COLORS[k % 6])
+              for k, run in enumerate(runs)]
+    series += [("eager", runs[0], "eager", "#9e9e9e"), ("compile", runs[0], "compile", "#455a64")]
+    fig, ax = plt.subplots(figsize=(11, 3.8))
+    width = 0.8 / len(series)
+    top = 1.05
+    for k, (label, run, who, color) in enumerate(series):
+        legend = label  # on the series' first box, whichever level that is
+        for i, lv in enumerate(levels):
+            vals = _fractions(run, who, lv)
+            if not vals:
+                continue
+            top = max(top, max(vals) * 1.05)
+            x = i + (k - (len(series) - 1) / 2) * width
+            ax.boxplot([vals], positions=[x], widths=width * 0.8, showfliers=False, patch_artist=True,
+                       boxprops={"facecolor": color + "33", "edgecolor": color}, medianprops={"color": color})
+            jitter = [x + width * 0.25 * math.sin(7.3 * j) for j in range(len(vals))]
+            ax.scatter(jitter, vals, s=10, color=color, alpha=0.7, zorder=3, label=legend)
+            legend = None
+    ax.axhline(1.0, color="#c62828", lw=1, ls="--", zorder=0)
+    ax.set_xticks(range(len(levels)), [split_name(lv) for lv in levels])
+    ax.set_xlim(-0.6, len(levels) - 0.4)
+    ax.set_ylim(0, top)
+    ax.yaxis.set_major_formatter(lambda v, _: f"{100 * v:.0f}%")
+    ax.set_ylabel("fraction of the roofline bound")
+    ax.set_title("fraction of the hardware's limit reached, per level (dashed: 100%)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.grid(axis="y", alpha=0.25)
     fig.tight_layout()
     out = _png(fig)
     plt.close(fig)
@@ -541,7 +687,7 @@ def _summary_tables_html(runs: list[RunData]) -> tuple[str, str]:
 def _tasks_html(run: RunData, out_dir: Path, compare: list[RunData]) -> str:
     esc = html.escape
     header = ["Task", "Sample", "Title", "Verdict", "Reward", "ms", "Eager ms", "Compile ms", "vs. Eager", "vs. Compile"]
-    header += [f"{esc(o.name)}: vs. Compile" for o in compare] + ["Flags", "Reason"]
+    header += [f"{esc(o.name)}: vs. Compile" for o in compare] + ROOFLINE_HEADER + ["Flags", "Reason"]
     others = [{r.key: r for r in o.results} for o in compare]
     rows = []
     for r in run.results:
@@ -559,6 +705,7 @@ def _tasks_html(run: RunData, out_dir: Path, compare: list[RunData]) -> str:
             row.append("-" if other is None else
                        (speed(other.verdict.get("speedup_vs_compile")) if other.verdict.get("verdict") == "correct"
                         else esc(verdict_category(other.verdict))))
+        row += [esc(c) for c in roofline_cells(v)]
         row += [f'<span class="flags">{esc(", ".join(v.get("flags") or []))}</span>',
                 f'<div class="reason">{esc(first_reason(r))}</div>']
         rows.append(row)
@@ -575,6 +722,8 @@ def report_html(runs: list[RunData], out_dir: Path) -> str:
             figs.append(("Speed-up distribution per level", plot_distribution(plt, runs)))
             figs.append(("Per-task speed-ups, sorted", plot_sorted(plt, runs)))
         figs.append(("Verdicts per level", plot_verdicts(plt, runs)))
+        if has_roofline(runs):
+            figs.append(("Fraction of the roofline bound per level", plot_roofline(plt, runs)))
         if len(runs) > 1:
             figs.append(("Comparison of runs", plot_comparison(plt, runs)))
             for other in runs[1:]:
@@ -584,6 +733,18 @@ def report_html(runs: list[RunData], out_dir: Path) -> str:
     for run in runs:
         meta += [f'<p class="meta">{esc(line[2:]).replace("`", "")}</p>' for line in environment_lines(run)]
     table1, details = _summary_tables_html(runs)
+    note = roofline_note(runs)
+    if note:
+        table1 += f'<div class="note">{_md_to_html(chr(10).join(note))}</div>'
+    for run in runs:
+        dist = roofline_distribution_rows(run)
+        if dist:
+            details += (f"<h2>Fraction of the roofline bound per level{': ' + esc(run.name) if len(runs) > 1 else ''}"
+                        "</h2>" + _html_table(DISTRIBUTION_HEADER, [[esc(c) for c in row] for row in dist], {0, 1}))
+        rows = headroom_rows(run)
+        if rows:
+            details += (f"<h2>Most headroom under torch.compile{': ' + esc(run.name) if len(runs) > 1 else ''}</h2>"
+                        + _html_table(HEADROOM_HEADER, [[esc(c) for c in row] for row in rows], {0, 1, 2}))
     body = [f"<h1>{esc(title)}</h1>", *meta, f'<p class="meta">generated {esc(time.strftime("%Y-%m-%d %H:%M"))}</p>',
             table1, "<h2>Definitions</h2>", f'<div class="defs">{_md_to_html(DEFINITIONS)}</div>', "<h2>Plots</h2>"]
     if plt is None:
@@ -634,4 +795,8 @@ def write_report(runs: list[RunData], out_dir: str | Path) -> dict[str, Path]:
     paths["html"].write_text(report_html(runs, out_dir))
     paths["tasks"].write_text("\n".join(tasks_markdown(run) for run in runs))
     paths["summary"].write_text(json.dumps(summary_json(runs), indent=1))
+    plt = _matplotlib()
+    if plt is not None and has_roofline(runs):  # a file as well, for RESULTS.md and papers
+        paths["roofline_plot"] = out_dir / "roofline.png"
+        paths["roofline_plot"].write_bytes(base64.b64decode(plot_roofline(plt, runs)))
     return paths

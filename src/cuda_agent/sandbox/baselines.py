@@ -1,4 +1,5 @@
-"""Eager and torch.compile timings, cached per task x GPU x torch x precision (SQLite).
+"""Eager and torch.compile timings, cached per task x GPU x torch x precision (SQLite), and the
+copy bandwidth measured on each GPU (roofline.measure_copy_bandwidth), per GPU x torch.
 
 A second evaluation of the same task reads its baselines back in milliseconds, and
 torch.compile is not run again. Exported and imported as JSON (like KernelBench's timing
@@ -26,8 +27,17 @@ CREATE TABLE IF NOT EXISTS baselines (
     eager_ms REAL, compile_ms REAL, overhead_ms REAL, compile_error TEXT,
     details TEXT, created REAL,
     PRIMARY KEY (task_sha, gpu, torch, precision, timing_version)
-)
+);
+CREATE TABLE IF NOT EXISTS bandwidth (
+    gpu TEXT NOT NULL, torch TEXT NOT NULL, method_version TEXT NOT NULL,
+    gbs REAL NOT NULL, details TEXT, created REAL,
+    PRIMARY KEY (gpu, torch, method_version)
+);
 """
+
+BANDWIDTH_VERSION = "2"
+"""Bump when the bandwidth measurement changes (roofline.measure_copy_bandwidth; 2: the fastest copy,
+not the median)."""
 
 
 @dataclass
@@ -50,7 +60,7 @@ class BaselineStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
-            db.execute(SCHEMA)
+            db.executescript(SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=60)
@@ -74,6 +84,18 @@ class BaselineStore:
                        (b.task_sha, b.gpu, b.torch, b.precision, b.timing_version, b.eager_ms,
                         b.compile_ms, b.overhead_ms, b.compile_error,
                         json.dumps(b.details) if b.details is not None else None, time.time()))
+
+    def get_bandwidth(self, gpu: str, torch: str) -> float | None:
+        """The copy bandwidth measured on this GPU model, GB/s (None: not measured yet)."""
+        with self._connect() as db:
+            row = db.execute("SELECT gbs FROM bandwidth WHERE gpu=? AND torch=? AND method_version=?",
+                             (gpu, torch, BANDWIDTH_VERSION)).fetchone()
+        return None if row is None else row[0]
+
+    def put_bandwidth(self, gpu: str, torch: str, gbs: float, details: dict | None = None) -> None:
+        with self._connect() as db:
+            db.execute("INSERT OR REPLACE INTO bandwidth VALUES (?,?,?,?,?,?)",
+                       (gpu, torch, BANDWIDTH_VERSION, gbs, json.dumps(details) if details else None, time.time()))
 
     def claim(self, task_sha: str, gpu: str, torch: str, precision: str):
         """An exclusive claim on computing one baseline, across processes (an open file, flocked).

@@ -11,7 +11,10 @@
   ``load_inline`` compiles into a per-content ``TORCH_EXTENSIONS_DIR``; the worker that runs the
   candidate later finds the module there already built.
 
-Artifacts are keyed by a hash of the sources, flags, arch, torch, nvcc and Python versions.
+Both build for the GPU's target (gpu.build_arch): the arch-specific ``sm_90a`` on compute capability 9.0
+and ``sm_100a`` on 10.0, so that wgmma, TMA and setmaxnreg compile; plain ``sm_XY`` elsewhere.
+
+Artifacts are keyed by a hash of the sources, flags, target arch, torch, nvcc and Python versions.
 
 Confinement (``SandboxConfig.isolation``, :mod:`.confine`): every compiler and the single-file build
 run under bubblewrap, where they see the sources read-only and write only into a fresh directory of
@@ -25,6 +28,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -37,7 +41,7 @@ from pathlib import Path
 
 from . import confine
 from .config import SandboxConfig
-from .gpu import gpu_info
+from .gpu import ARCH_SPECIFIC, gpu_info
 from .logs import shorten_paths, trim_compiler_log, trim_traceback
 from .solution import FILE, KERNEL_DIR, REFERENCE, WORKSPACE, Solution
 
@@ -121,11 +125,25 @@ def _extra_lib_dirs() -> tuple[list[str], list[str]]:
     return inc, lib
 
 
+DEFAULT_ARCH = ARCH_SPECIFIC["9.0"]
+"""The target on a host without a GPU (the H100/H200 the project is measured on): a compile error found
+there is the one the GPU host would find."""
+
+
 def resolve_arch(config: SandboxConfig) -> str:
+    """The build target: ``config.arch`` as given, else the GPU's (gpu.build_arch), else DEFAULT_ARCH."""
     if config.arch:
         return config.arch
     info = gpu_info(config.device)
-    return info.arch if info else "90"
+    return info.arch if info else DEFAULT_ARCH
+
+
+def torch_arch_list(arch: str) -> str:
+    """TORCH_CUDA_ARCH_LIST's spelling of a target: "90a" -> "9.0a", "100a" -> "10.0a", "80" -> "8.0"."""
+    m = re.fullmatch(r"(\d+)(\d)([a-z]?)", arch)
+    if m is None:
+        raise ValueError(f"not a CUDA arch: {arch!r} (expected e.g. '90a' or '80')")
+    return f"{m[1]}.{m[2]}{m[3]}"
 
 
 def build_key(solution: Solution, config: SandboxConfig) -> str:
@@ -317,7 +335,7 @@ def _build_workspace(solution: Solution, config: SandboxConfig, out_dir: Path) -
 def inline_env(extensions_dir: str | Path, arch: str) -> dict[str, str]:
     env = dict(os.environ)
     env["TORCH_EXTENSIONS_DIR"] = str(extensions_dir)
-    env["TORCH_CUDA_ARCH_LIST"] = f"{arch[:-1]}.{arch[-1]}"
+    env["TORCH_CUDA_ARCH_LIST"] = torch_arch_list(arch)
     env["MAX_JOBS"] = str(os.cpu_count() or 1)
     if cuda_home():
         env.setdefault("CUDA_HOME", cuda_home())

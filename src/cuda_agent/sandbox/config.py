@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,7 +76,9 @@ class SandboxConfig:
     device: int = 0
     cache_dir: Path = field(default_factory=default_cache_dir)
     arch: str | None = None
-    """CUDA arch to build for, e.g. '90'. None: read from the GPU, else 90."""
+    """CUDA target to build for, taken as given, e.g. '90a' or '80' ('90' builds Hopper without its
+    arch-specific instructions). None: the GPU's (gpu.build_arch: '90a' on 9.0, '100a' on 10.0, else
+    plain), or '90a' on a host without one."""
     isolation: str = "bwrap"
     """'bwrap': builds, the candidate worker and the agent's bash run confined (sandbox/confine.py), and
     an evaluation refuses to start where confinement cannot be set up. 'none' (--unsafe-no-isolation):
@@ -86,6 +89,8 @@ class SandboxConfig:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.rules not in RULE_SETS:
             raise ValueError(f"rules must be one of {RULE_SETS}, got {self.rules!r}")
+        if self.arch is not None and not re.fullmatch(r"\d{2,3}[a-z]?", self.arch):
+            raise ValueError(f"arch must look like '90a' or '80', got {self.arch!r}")
         if self.isolation not in ("bwrap", "none"):
             raise ValueError(f"isolation must be 'bwrap' or 'none', got {self.isolation!r}")
         if self.num_trials < 1:

@@ -33,6 +33,7 @@ from pathlib import Path
 from ..tasks import Task, TaskError, validate_task
 from . import confine
 from . import inputs as trial_inputs
+from . import roofline
 from .baselines import Baseline, BaselineStore
 from .build import BuildResult, build, inline_env, resolve_arch, stage_solution
 from .compare import Comparison, is_precision_downgrade
@@ -114,6 +115,8 @@ class _Evaluation:
         self.checksum_seed = secrets.randbits(40)
         self.out_bytes: list[int] | None = None  # sizes of the reference's output leaves (poisoned allocations)
         self.set_bytes: int | None = None  # bytes of one input set, as drawn
+        self.work: dict | None = None  # the reference's FLOPs (roofline.Work), from its worker
+        self.measured_gbs: float | None = None  # the copy bandwidth measured on this GPU (roofline)
         self._t_mark = time.perf_counter()
 
     # ------------------------------------------------------------------ driver
@@ -153,6 +156,7 @@ class _Evaluation:
             v.gpu, v.torch_version = ref_info["gpu"], ref_info["torch"]
             v.precision["baseline"] = ref_info["precision"]
             v.timing["footprint"] = ref_info.get("footprint")
+            self.work = ref_info.get("work")
             self._mark("reference_setup")
             if ref_info.get("does_not_fit"):  # said before anything runs, not a worker SIGKILLed half way
                 v.fail(HARNESS_ERROR, ref_info["does_not_fit"])
@@ -180,6 +184,7 @@ class _Evaluation:
                 v.timing["gpu_exclusive_s"] = round(self.lock.exclusive_s, 3)
                 v.timing["gpu_lock_intervals"] = self.lock.intervals
                 v.timing["gpu_uuid"] = self.lock.key
+            self._roofline(ref_info["state_dict"])
         finally:
             self._memory_figures()
             if self.baseline_claim is not None:
@@ -233,7 +238,7 @@ class _Evaluation:
             return
         rotation = rot["sets"]
         with self.lock.exclusive():  # eager, compile and candidate timed back to back, GPU to themselves
-            if not self._baselines():
+            if not self._bandwidth() or not self._baselines():
                 return
             timed = self._time_candidate(rotation)
         if timed is None:
@@ -277,6 +282,7 @@ class _Evaluation:
                 skipped.append(f"{label}: {ref['skipped']}")
                 continue
             self.out_bytes = self.out_bytes or ref["out_bytes"]
+            self.work = ref.get("work") or self.work  # counted on this run when the meta device could not
             self.set_bytes = self.set_bytes or ref["in_bytes"]
             cand = self._cand_gpu({"op": "trial", "key": "trial", "inputs": ref["inputs"], "reuse": reuse,
                                    "keep": keep, "out_bytes": self.out_bytes})
@@ -523,6 +529,45 @@ class _Evaluation:
         v.eager_ms, v.compile_ms = self.baseline.eager_ms, self.baseline.compile_ms
         v.baseline_s = round(time.perf_counter() - t0, 4)
         return True
+
+    def _bandwidth(self) -> bool:
+        """The copy bandwidth of this GPU for the roofline bound: cached per GPU x torch like the
+        baselines, else measured by the reference worker (under the exclusive lock, like any timing)."""
+        v, cfg = self.v, self.config
+        if rehearsal():  # a CPU's copy says nothing about a GPU
+            return True
+        cached = self.store.get_bandwidth(v.gpu, v.torch_version) if cfg.use_baseline_cache else None
+        if cached is not None:
+            self.measured_gbs = cached
+            return True
+        r = self._ref_step(lambda: self.ref.request({"op": "bandwidth"}, cfg.run_timeout_s))
+        if r is None:
+            return False
+        if "unavailable" in r:
+            v.timing["bandwidth"] = r
+            return True
+        self.measured_gbs = r["gbs"]
+        v.timing["bandwidth"] = r
+        if cfg.use_baseline_cache:
+            self.store.put_bandwidth(v.gpu, v.torch_version, r["gbs"], r)
+        return True
+
+    def _roofline(self, state_dict: dict) -> None:
+        """The verdict's roofline block: the task's minimal bytes and FLOPs, the bound they imply on this
+        GPU, and the fraction of it the candidate (when correct), eager and compile reach."""
+        v = self.v
+        if self.set_bytes is None or v.gpu is None:  # no reference trial ran: nothing to bound
+            return
+        r = roofline.assess(gpu_name=v.gpu, precision=self.config.precision,
+                            work=roofline.Work.from_dict(self.work) if self.work else None,
+                            input_bytes=self.set_bytes, param_bytes=trial_inputs.nbytes(state_dict),
+                            output_bytes=sum(self.out_bytes or []), measured_gbs=self.measured_gbs,
+                            ms=v.ms if v.ok else None, eager_ms=v.eager_ms, compile_ms=v.compile_ms)
+        v.roofline = r.to_dict()
+        for flag in r.flags:
+            v.flag(flag)
+        if r.warning:
+            v.add_reason(f"roofline: {r.warning}")
 
     def _time(self, worker: WorkerProcess, rotation: list | None, target: str, wrap,
               extra: dict | None = None) -> _Timed | None:

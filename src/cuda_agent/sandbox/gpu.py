@@ -18,6 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+ARCH_SPECIFIC = {"9.0": "90a", "10.0": "100a"}
+"""Compute capabilities built for their arch-specific target: ``sm_90a`` on Hopper (wgmma, TMA bulk tensor
+copies, setmaxnreg) and ``sm_100a`` on Blackwell B200 (tcgen05, tensor memory). The fastest GEMM and attention
+kernels need these instructions, and plain ``sm_90`` rejects them. An ``a`` build runs only on that very
+capability, which is all an evaluation on this GPU needs. Every other GPU is built for its plain ``sm_XY``
+(A100: sm_80, L40S: sm_89)."""
+
+
+def build_arch(compute_cap: str) -> str:
+    """The target the sandbox builds for on a GPU of ``compute_cap`` ("9.0" -> "90a", "8.0" -> "80")."""
+    return ARCH_SPECIFIC.get(compute_cap, compute_cap.replace(".", ""))
+
+
 @dataclass(frozen=True)
 class GpuInfo:
     index: int
@@ -29,7 +42,8 @@ class GpuInfo:
 
     @property
     def arch(self) -> str:
-        return self.compute_cap.replace(".", "")
+        """The build target for this GPU (:func:`build_arch`): "90a" on an H100/H200, "80" on an A100."""
+        return build_arch(self.compute_cap)
 
 
 @functools.cache

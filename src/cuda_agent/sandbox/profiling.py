@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..tasks import Task, validate_task
+from . import roofline
+from .baselines import BaselineStore
 from .build import build
 from .config import SandboxConfig
 from . import confine
@@ -44,6 +46,9 @@ class ProfileReport:
     compile: list[KernelRow] = field(default_factory=list)
     candidate: list[KernelRow] = field(default_factory=list)
     ncu: list[dict] = field(default_factory=list)
+    roofline: dict | None = None
+    """The roofline block (sandbox/roofline.py) with each target's kernel time per call as its time:
+    kernel time leaves out launch gaps, so these fractions run higher than a verdict's."""
     error: str | None = None
 
     def table(self, top: int = 8) -> str:
@@ -56,6 +61,9 @@ class ProfileReport:
             out.append(f"== {label}: {total:.1f} us of kernels per call")
             for r in rows[:top]:
                 out.append(f"  {r.us_per_iter:9.1f} us {100 * r.share:5.1f}%  x{r.count:<4d} {r.name[:90]}")
+        line = roofline.summary_line(self.roofline)
+        if line:
+            out.append(f"== headroom, by kernel time per call: {line}")
         if self.ncu:
             out.append("== ncu (candidate's top kernels)")
             for k in self.ncu:
@@ -112,6 +120,7 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
                 worker.request({"op": "prepare_timing", "target": target, **timing}, config.baseline_timeout_s)
                 prof = worker.request({"op": "profile", "iters": iters}, config.run_timeout_s)
                 setattr(report, attr, _rows(prof["kernels"], iters))
+        report.roofline = _roofline(setup, config, report)
         if use_ncu:
             report.ncu = _ncu(task, solution, built, cand_msg, env=cand_env, config=config, timing=timing,
                               kernels=[r.name for r in report.candidate[:3]])
@@ -123,6 +132,22 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
         for w in workers:
             w.cleanup(wait=False)
     return report
+
+
+def _roofline(setup: dict, config: SandboxConfig, report: ProfileReport) -> dict | None:
+    """The bound from the reference worker's count (meta device), against each target's kernel time."""
+    work = roofline.Work.from_dict(setup["work"]) if setup.get("work") else None
+    if work is None or work.input_bytes is None:
+        return None
+    measured = BaselineStore(config.cache_dir / "baselines.sqlite").get_bandwidth(setup["gpu"], setup["torch"])
+
+    def ms(rows: list[KernelRow]) -> float | None:
+        return sum(r.us_per_iter for r in rows) / 1e3 or None
+
+    return roofline.assess(gpu_name=setup["gpu"], precision=config.precision, work=work,
+                           input_bytes=work.input_bytes, param_bytes=work.param_bytes or 0,
+                           output_bytes=work.output_bytes or 0, measured_gbs=measured, ms=ms(report.candidate),
+                           eager_ms=ms(report.eager), compile_ms=ms(report.compile)).to_dict()
 
 
 def _ncu(task: Task, solution: Solution, built, cand_msg: dict, env: dict, config: SandboxConfig, timing: dict,

@@ -62,6 +62,9 @@ class Verdict:
     timing: dict[str, Any] = field(default_factory=dict)
     """Details of the timing: iterations, both clocks, rotation sets."""
     static_findings: list[dict[str, Any]] = field(default_factory=list)
+    roofline: dict[str, Any] = field(default_factory=dict)
+    """The hardware's limit for this task (sandbox/roofline.py): minimal bytes, FLOPs, the GPU's peaks,
+    the lower bound on time, and the fraction of it the candidate, eager and compile reach."""
     confinement: dict[str, Any] = field(default_factory=dict)
     """How the candidate's code was confined (sandbox/confine.py): the mechanism, what it could see, and a
     ``warning`` when it ran unconfined (--unsafe-no-isolation)."""

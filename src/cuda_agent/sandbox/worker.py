@@ -33,7 +33,7 @@ import torch
 import torch._dynamo  # noqa: F401 - the harness's own lazy imports, paid while the process waits
 import torch.profiler  # noqa: F401   for its first message (see guards.settle_harness)
 
-from . import confine, guards, memory, share, timing
+from . import confine, guards, memory, roofline, share, timing
 from .compare import compare
 from .gpu import rehearsal
 from .inputs import TASK, draw, leaf_sizes, nbytes
@@ -91,6 +91,7 @@ class Worker:
         self.ring = None  # reference: its own rotation ring (eager, compile, timed-output checksums)
         self.repeatable: bool | None = None  # reference: does get_inputs() repeat itself (the re-draw check)?
         self.pending: list = []  # candidate: outputs shared with the reference, alive until the next request
+        self.count_on_trial = False  # reference: FLOPs not countable on the meta device: count the first trial
 
     # -- plumbing
     def send(self, obj) -> None:
@@ -146,6 +147,8 @@ class Worker:
                 info["does_not_fit"] = memory.fit_problem(fp, msg.get("gpu_bytes"))
                 if info["does_not_fit"]:
                     return info
+                info["work"] = roofline.count_work(task, msg["init_inputs"]).to_dict()
+                self.count_on_trial = info["work"]["error"] is not None
             torch.manual_seed(msg["seed"])
             model = task.Model(*msg["init_inputs"])
             if self.role == "reference":
@@ -242,14 +245,21 @@ class Worker:
             self.repeatable = _same_values(values, draw(self.task_module, seed, kind, self.device))
         descriptors = self.exporter.share(key, values, reuse=msg.get("reuse", False))
         self.drawn[key] = (seed, kind)
+        counter = roofline.WorkCounter() if self.count_on_trial else contextlib.nullcontext()
         try:
-            out, _ = self._call(values, guarded=False)
+            with counter:
+                out, _ = self._call(values, guarded=False)
         except Exception as e:
             if _is_cuda_fault(e):
                 raise
             return {"skipped": f"{type(e).__name__}: {str(e)[:500]}"}  # not "error": that ends the worker
         self.refs[key] = out
-        return {"inputs": descriptors, "out_bytes": leaf_sizes(out), "in_bytes": nbytes(values)}
+        reply = {"inputs": descriptors, "out_bytes": leaf_sizes(out), "in_bytes": nbytes(values)}
+        if self.count_on_trial:  # counted on this real run instead of the meta device
+            self.count_on_trial = False
+            params = dict(self.model.state_dict())
+            reply["work"] = counter.work(roofline.compute_dtype(values, params), "reference run").to_dict()
+        return reply
 
     def op_judge(self, msg: dict) -> dict:
         """The candidate's output for set ``key`` (its memory, shared with this process) against the
@@ -284,6 +294,16 @@ class Worker:
             self.drawn[f"rotation {i}"] = (seed, TASK)
         del sets
         return {"sets": shared, "repeatable": self.repeatable}
+
+    def op_bandwidth(self, msg: dict) -> dict:
+        """The HBM bandwidth a device-to-device copy reaches on this GPU (roofline.measure_copy_bandwidth);
+        too little free memory is an answer, not a failure of the worker."""
+        try:
+            return roofline.measure_copy_bandwidth(self.device)
+        except torch.OutOfMemoryError as e:
+            return {"unavailable": str(e)[:300]}
+        finally:
+            torch.cuda.empty_cache()
 
     def op_check_shared(self, msg: dict) -> dict:
         """Which shared sets no longer hold what was drawn (after the candidate was timed on them)?"""

@@ -12,6 +12,7 @@ import time
 
 from ...sandbox import NoGpuError, build, check_solution, rejecting
 from ...sandbox.profiling import profile
+from ...sandbox.roofline import summary_line
 from . import Tool, ToolResult, obj, truncate
 
 VERDICT_KEYS = ("verdict", "reasons", "flags", "rel_err", "max_abs_err", "tolerance", "num_trials", "ms", "eager_ms",
@@ -86,7 +87,9 @@ class Verify(Tool):
         v = verdict.to_dict()
         note = env.record_verdict(v, fp, files, solution.path)
         body = json.dumps(trim_verdict(v), indent=1)
-        return ToolResult("\n".join([*notes, body, note]), ok=verdict.ok, sandbox_s=took, verdict=v,
+        headroom = summary_line(v.get("roofline"))
+        lines = [*notes, body, *([f"headroom: {headroom}"] if headroom else []), note]
+        return ToolResult("\n".join(lines), ok=verdict.ok, sandbox_s=took, verdict=v,
                           info={"fingerprint": fp})
 
 

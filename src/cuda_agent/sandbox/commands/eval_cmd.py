@@ -73,6 +73,11 @@ def summarize(v) -> str:
         lines.append(f"time: {_fmt(v.ms, '.4f')} ms   eager: {_fmt(v.eager_ms, '.4f')} ms   "
                      f"compile: {_fmt(v.compile_ms, '.4f')} ms   speedup vs eager: {_fmt(v.speedup_vs_eager, '.2f')}x   "
                      f"vs compile: {_fmt(v.speedup_vs_compile, '.2f')}x")
+    from ..roofline import summary_line
+
+    headroom = summary_line(v.roofline)
+    if headroom:
+        lines.append(f"headroom: {headroom}")
     if v.rel_err is not None:
         lines.append(f"error: rel {v.rel_err:.2e} (tolerance {_fmt(v.tolerance, '.0e')})   max abs "
                      f"{_fmt(v.max_abs_err, '.2e')}   allclose(1e-2): {v.allclose_1e2}   trials: {v.num_trials}")
