@@ -35,20 +35,23 @@ case "$ROLE" in
   submit)
     : "${EVAL_URL:?set EVAL_URL=http://<eval node>:8420}"
     curl -fsS "$EVAL_URL/v1/health" >/dev/null || { echo "evaluation service not reachable at $EVAL_URL" >&2; exit 1; }
-    DATA=${DATA_DIR:-data/verl}
+    # Ray workers do not see this shell's environment, nor its directory: every path is made
+    # absolute (on storage every node sees), and verl-launch forwards every variable the config
+    # reads, and every CUDA_AGENT_* one, through ray_kwargs.ray_init.runtime_env.env_vars.
+    DATA=$(realpath -m "${DATA_DIR:-data/verl}")
     if [ ! -f "$DATA/agentic_train.parquet" ]; then
       cuda-agent train data verl --in "${TASKS:?set TASKS=tasks.parquet}" --out "$DATA/agentic_train.parquet"
       cuda-agent train data verl --in "${VAL_TASKS:-${TASKS}}" --out "$DATA/agentic_val.parquet"
     fi
+    local_path() { if [ -e "$1" ]; then realpath "$1"; else printf '%s' "$1"; fi; }  # else a hub id
     export CUDA_AGENT_EVAL_URL="$EVAL_URL" CUDA_AGENT_TRAIN_DATA="$DATA/agentic_train.parquet" \
-      CUDA_AGENT_VAL_DATA="$DATA/agentic_val.parquet" CUDA_AGENT_ACTOR="${ACTOR:-runs/rft/final}" \
-      CUDA_AGENT_CRITIC="${CRITIC:-runs/value/final}" CUDA_AGENT_LOOPS="$PWD/configs/verl/agent_loops.yaml" \
-      NNODES="${NNODES:-1}" GPUS_PER_NODE="${GPUS_PER_NODE:-8}"
+      CUDA_AGENT_VAL_DATA="$DATA/agentic_val.parquet" CUDA_AGENT_ACTOR="$(local_path "${ACTOR:-runs/rft/final}")" \
+      CUDA_AGENT_CRITIC="$(local_path "${CRITIC:-runs/value/final}")" CUDA_AGENT_LOOPS="$PWD/configs/verl/agent_loops.yaml" \
+      CUDA_AGENT_RUNS="$(realpath -m "${RUNS_DIR:-runs/verl}")" NNODES="${NNODES:-1}" GPUS_PER_NODE="${GPUS_PER_NODE:-8}"
     check_args=()
     [ "$CONFIG" = ppo_agentic ] || check_args+=(--no-paper)
-    cuda-agent train verl-check "configs/verl/$CONFIG.yaml" "${check_args[@]}" --check-files
     export RAY_ADDRESS="${HEAD_IP:?}:$RAY_PORT"
-    exec python3 -m verl.trainer.main_ppo --config-path "$PWD/configs/verl" --config-name "$CONFIG" "$@"
+    exec cuda-agent train verl-launch "configs/verl/$CONFIG.yaml" "${check_args[@]}" --check-files -- "$@"
     ;;
   *)
     echo "ROLE must be eval, head, worker or submit" >&2; exit 2
