@@ -51,7 +51,7 @@ case "$ROLE" in
     check_args=()
     [ "$CONFIG" = ppo_agentic ] || check_args+=(--no-paper)
     export RAY_ADDRESS="${HEAD_IP:?}:$RAY_PORT"
-    exec cuda-agent train verl-launch "configs/verl/$CONFIG.yaml" "${check_args[@]}" --check-files -- "$@"
+    exec cuda-agent train verl-launch "${check_args[@]}" --check-files "configs/verl/$CONFIG.yaml" "$@"
     ;;
   *)
     echo "ROLE must be eval, head, worker or submit" >&2; exit 2

@@ -6,8 +6,8 @@
     cuda-agent train agentic     --model M --tasks T --out runs/agentic [--eval-url URL]
     cuda-agent train serve       --gpus 6,7 [--host 0.0.0.0] [--port 8420]
     cuda-agent train data        prompts|sft|value|verl --in SRC --out FILE
-    cuda-agent train verl-check  configs/verl/ppo_agentic.yaml [--no-paper] [HYDRA_OVERRIDES...]
-    cuda-agent train verl-launch configs/verl/ppo_agentic.yaml [--dry-run] [-- HYDRA_OVERRIDES...]
+    cuda-agent train verl-check  [--no-paper] configs/verl/ppo_agentic.yaml [HYDRA_OVERRIDES...]
+    cuda-agent train verl-launch [--dry-run] configs/verl/ppo_agentic.yaml [HYDRA_OVERRIDES...]   (options first)
     cuda-agent train tiny-model  OUT [--corpus FILES...]
 
 Every stage resumes from the newest checkpoint in ``--out`` when run again.
