@@ -8,8 +8,8 @@ import re
 import pytest
 
 if importlib.util.find_spec("verl") is None or importlib.util.find_spec("hydra") is None:
-    pytest.skip("needs verl's packaged config and Hydra: pip install --no-deps 'verl>=0.9.1,<0.10' hydra-core "
-                "omegaconf (.ci/run does)", allow_module_level=True)
+    pytest.skip("needs verl's packaged config and Hydra: pip install --no-deps verl==0.9.1 && pip install "
+                "hydra-core omegaconf (.ci/run does)", allow_module_level=True)
 
 from omegaconf import OmegaConf  # noqa: E402
 

@@ -34,7 +34,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install ray; .ci/run does)")
 if importlib.util.find_spec("verl") is None:
-    pytest.skip("needs verl's main_ppo source and configs: pip install --no-deps 'verl>=0.9.1,<0.10'",
+    pytest.skip("needs verl's main_ppo source and configs: pip install --no-deps verl==0.9.1 (.ci/run does)",
                 allow_module_level=True)
 pytest.importorskip("hydra", reason="needs hydra-core")
 

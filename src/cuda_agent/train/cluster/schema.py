@@ -80,7 +80,7 @@ def verl_config_dir() -> Path:
     spec = importlib.util.find_spec("verl")
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError("verl is not installed: pip install 'cuda-agent[verl]' (or, to check configs "
-                                  "only: pip install --no-deps 'verl>=0.9.1,<0.10' hydra-core omegaconf)")
+                                  "only: pip install --no-deps verl==0.9.1 && pip install hydra-core omegaconf)")
     path = Path(list(spec.submodule_search_locations)[0]) / "trainer" / "config"
     if not (path / f"{VERL_BASE}.yaml").is_file():
         raise FileNotFoundError(f"{path}: no {VERL_BASE}.yaml in this verl ({verl_version()})")
