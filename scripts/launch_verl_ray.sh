@@ -12,6 +12,9 @@
 #
 # Extra arguments are Hydra overrides passed to verl (e.g. trainer.total_training_steps=3).
 # CONFIG=ppo_agentic_smoke runs three small steps of the same recipe.
+# Ray workers take their environment from `ray start`, not from the submitting shell: submit hands
+# its CUDA_AGENT_*, NNODES and GPUS_PER_NODE to `cuda-agent train verl-launch`, which passes them to
+# every worker through verl's ray_kwargs.ray_init.runtime_env.env_vars (and checks that it did).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROLE=${ROLE:?set ROLE=eval|head|worker|submit}
