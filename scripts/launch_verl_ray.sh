@@ -11,7 +11,7 @@
 #        TASKS=tasks.parquet ACTOR=runs/rft/final CRITIC=runs/value/final  scripts/launch_verl_ray.sh
 #
 # Extra arguments are Hydra overrides passed to verl (e.g. trainer.total_training_steps=3).
-# CONFIG=ppo_agentic_smoke runs three small steps of the same recipe.
+# CONFIG=ppo_agentic_smoke runs three small steps of the same recipe; DRY_RUN=1 (submit) prints the command only.
 # Ray workers take their environment from `ray start`, not from the submitting shell: submit hands
 # its CUDA_AGENT_*, NNODES and GPUS_PER_NODE to `cuda-agent train verl-launch`, which passes them to
 # every worker through verl's ray_kwargs.ray_init.runtime_env.env_vars (and checks that it did).
@@ -54,6 +54,7 @@ case "$ROLE" in
     check_args=()
     [ "$CONFIG" = ppo_agentic ] || check_args+=(--no-paper)
     export RAY_ADDRESS="${HEAD_IP:?}:$RAY_PORT"
+    [ -z "${DRY_RUN:-}" ] || check_args+=(--dry-run)  # print the command, run nothing
     exec cuda-agent train verl-launch "${check_args[@]}" --check-files "configs/verl/$CONFIG.yaml" "$@"
     ;;
   *)

@@ -168,3 +168,59 @@ def test_the_verl_extra_pins_the_checked_verl():
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["verl"]
     [req] = [Requirement(r) for r in extra if re.match(r"verl\b", r)]
     assert req.specifier and verl_version() in req.specifier, (str(req), verl_version())
+
+
+def test_the_launcher_submits_with_every_variable_forwarded_and_absolute_paths(tmp_path):
+    """``scripts/launch_verl_ray.sh`` as ``ROLE=submit`` (``DRY_RUN=1``: the command, checked, not run),
+    against a local stand-in for the evaluation service's health endpoint."""
+    import os
+    import shlex
+    import shutil
+    import subprocess
+    import sys
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    if not (shutil.which("curl") and shutil.which("realpath")):
+        pytest.skip("the launcher needs curl and realpath")
+
+    class Health(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    bin_dir, data = tmp_path / "bin", tmp_path / "data"
+    for d in (bin_dir, data, tmp_path / "actor", tmp_path / "critic"):
+        d.mkdir()
+    (data / "agentic_train.parquet").touch()
+    (data / "agentic_val.parquet").touch()
+    shim = bin_dir / "cuda-agent"  # this checkout's CLI, whatever is installed
+    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m cuda_agent.cli \"$@\"\n")
+    shim.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_") and k not in ("NNODES", "GPUS_PER_NODE")}
+    env.update(PATH=f"{bin_dir}:{env['PATH']}", PYTHONPATH=f"{ROOT / 'src'}:{env.get('PYTHONPATH', '')}",
+               ROLE="submit", HEAD_IP="127.0.0.1", EVAL_URL=f"http://127.0.0.1:{server.server_port}", NNODES="3",
+               GPUS_PER_NODE="8", DATA_DIR=str(data), ACTOR=str(tmp_path / "actor"), CRITIC=str(tmp_path / "critic"),
+               CUDA_AGENT_EVAL_TOKEN="launcher-t0ken", CONFIG="ppo_agentic_smoke", DRY_RUN="1")
+    try:
+        proc = subprocess.run(["bash", str(ROOT / "scripts" / "launch_verl_ray.sh"), "trainer.total_training_steps=1"],
+                              env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        server.shutdown()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "ppo_agentic_smoke.yaml: ok" in out and "launcher-t0ken" not in out
+    names = out.split("forwarded to Ray workers: ")[1].splitlines()[0].split(", ")
+    assert names == ["CUDA_AGENT_ACTOR", "CUDA_AGENT_CRITIC", "CUDA_AGENT_EVAL_TOKEN", "CUDA_AGENT_EVAL_URL",
+                     "CUDA_AGENT_LOOPS", "CUDA_AGENT_RUNS", "CUDA_AGENT_TRAIN_DATA", "CUDA_AGENT_VAL_DATA",
+                     "GPUS_PER_NODE", "NNODES"]
+    argv = shlex.split(out.strip().splitlines()[-1])
+    assert argv[1:3] == ["-m", "verl.trainer.main_ppo"] and "trainer.total_training_steps=1" in argv
+    assert f"++{ENV_VARS}.NNODES='3'" in argv and f"++{ENV_VARS}.CUDA_AGENT_RUNS='{ROOT}/runs/verl'" in argv
+    assert f"++{ENV_VARS}.CUDA_AGENT_ACTOR='{os.path.realpath(tmp_path / 'actor')}'" in argv and f"++{ENV_VARS}.CUDA_AGENT_EVAL_TOKEN=***" in argv
