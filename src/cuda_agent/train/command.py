@@ -66,10 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.set_defaults(train_action="data")
 
     for name, action, text in (
-            ("verl-check", "verl_check", "compose a verl config with Hydra against the installed verl and check it, "
-                                         "as a Ray worker will resolve it"),
-            ("verl-launch", "verl_launch", "check, then run verl's main_ppo with every variable the Ray workers "
-                                           "need forwarded through ray_kwargs.ray_init.runtime_env.env_vars")):
+            ("verl-check", "verl_check", ("compose a verl config with Hydra against the installed verl and check "
+                                          "it, as a Ray worker will resolve it")),
+            ("verl-launch", "verl_launch", ("check, then run verl's main_ppo with every variable the Ray workers "
+                                            "need forwarded through ray_kwargs.ray_init.runtime_env.env_vars"))):
         p = sub.add_parser(name, help=text)
         p.add_argument("config")
         p.add_argument("overrides", nargs="*", help="Hydra overrides, as main_ppo takes them (e.g. trainer.nnodes=2)")

@@ -26,7 +26,7 @@ from pathlib import Path
 from .schema import ENV_VARS, VERL_SEARCHPATH, agent_loops_path, compose_config, env_names
 
 FORWARDED_PREFIX = "CUDA_AGENT_"
-SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|KEY", re.I)
+SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|KEY", re.IGNORECASE)
 """Names whose values :func:`printable` masks."""
 
 

@@ -81,7 +81,7 @@ def verl_config_dir() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError("verl is not installed: pip install 'cuda-agent[verl]' (or, to check configs "
                                   "only: pip install --no-deps verl==0.9.1 && pip install hydra-core omegaconf)")
-    path = Path(list(spec.submodule_search_locations)[0]) / "trainer" / "config"
+    path = Path(next(iter(spec.submodule_search_locations))) / "trainer" / "config"
     if not (path / f"{VERL_BASE}.yaml").is_file():
         raise FileNotFoundError(f"{path}: no {VERL_BASE}.yaml in this verl ({verl_version()})")
     return path
@@ -118,7 +118,7 @@ def leaves(cfg, prefix: str = "") -> Iterator[str]:
     """Dotted keys of the values of ``cfg``: scalars, lists and empty dicts."""
     from omegaconf import DictConfig
 
-    for k in cfg.keys():
+    for k in cfg:
         node = cfg._get_node(k)
         key = f"{prefix}{k}"
         if isinstance(node, DictConfig) and not node._is_none() and not node._is_interpolation() and len(node):
@@ -221,11 +221,9 @@ def validate(path: str | Path, overrides: list[str] | tuple[str, ...] = (), pape
         return [f"Hydra cannot compose it with verl {verl_version()}: {e}"]
     env = worker_env(cfg)
     errors = _env_var_errors(env)
-    keys = list(leaves(cfg))
-    driver = resolved(cfg, keys)
-    with environment({k: v for k, v in env.items() if isinstance(v, str)}):
-        worker = resolved(cfg, keys)
-    errors += _driver_worker_errors(keys, driver, worker, lambda k: raw(cfg, k))
+    env = {k: v for k, v in env.items() if isinstance(v, str)}
+    worker = resolved_in(cfg, env)
+    errors += _driver_worker_errors(cfg, resolved(cfg), worker)
     errors += _schema_errors(worker)
     errors += _recipe_errors(worker, paper)
     errors += _agent_loop_errors(worker, env)
@@ -246,15 +244,22 @@ def _env_var_errors(env: dict[str, Any]) -> list[str]:
     return errors
 
 
-def _driver_worker_errors(keys, driver: dict[str, Any], worker: dict[str, Any], written) -> list[str]:
+def resolved_in(cfg, env: Mapping[str, str]) -> dict[str, Any]:
+    """:func:`resolved` in a process whose whole environment is ``env`` (a Ray worker's: ``env_vars``)."""
+    with environment(env):
+        return resolved(cfg)
+
+
+def _driver_worker_errors(cfg, driver: dict[str, Any], worker: dict[str, Any]) -> list[str]:
     errors = []
-    for key in keys:
+    for key in driver:
         if driver[key] == worker[key] and type(driver[key]) is type(worker[key]):
             continue
-        names = sorted(set(_OC_ENV.findall(str(written(key)))))
+        written = raw(cfg, key)
+        names = sorted(set(_OC_ENV.findall(str(written))))
         hint = (f"${', $'.join(names)} is set in this shell but not in {ENV_VARS}, so Ray workers do not get it"
                 if names else "it differs between this shell and a Ray worker")
-        errors.append(f"{key}: {driver[key]!r} here but {worker[key]!r} in a Ray worker ({written(key)}): {hint}; "
+        errors.append(f"{key}: {driver[key]!r} here but {worker[key]!r} in a Ray worker ({written}): {hint}; "
                       f"forward it (`cuda-agent train verl-launch` does) or set the value explicitly")
     return errors
 
@@ -312,7 +317,7 @@ def _recipe_errors(v: dict[str, Any], paper: bool) -> list[str]:
     return errors
 
 
-def _agent_loop_errors(v: dict[str, Any], env: dict[str, Any]) -> list[str]:
+def _agent_loop_errors(v: dict[str, Any], env: dict[str, str]) -> list[str]:
     """The agent-loop file as verl's ``AgentLoopWorker`` reads it: ``OmegaConf.load``, resolved in the worker."""
     from omegaconf import OmegaConf
 
@@ -334,11 +339,7 @@ def _agent_loop_errors(v: dict[str, Any], env: dict[str, Any]) -> list[str]:
                 errors.append(f"{p}: {target} is not a class")
         except (ImportError, AttributeError, ValueError) as e:
             errors.append(f"{p}: _target_ {target!r} does not import: {e}")
-        keys = list(leaves(entry))
-        driver = resolved(entry, keys)
-        with environment({k: x for k, x in env.items() if isinstance(x, str)}):
-            worker = resolved(entry, keys)
-        errors += [f"{p}: [{i}].{e}" for e in _driver_worker_errors(keys, driver, worker, lambda k: raw(entry, k))]
+        errors += [f"{p}: [{i}].{e}" for e in _driver_worker_errors(entry, resolved(entry), resolved_in(entry, env))]
     if default not in names | builtin:
         errors.append(f"default_agent_loop {default!r} is not in {p} (has {sorted(n for n in names if n)})")
     return errors
