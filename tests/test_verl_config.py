@@ -140,9 +140,21 @@ def test_forwarded_values_arrive_as_the_same_string(value):
     assert OmegaConf.select(cfg, f"{ENV_VARS}.CUDA_AGENT_X") == value
 
 
-def test_a_value_hydra_would_interpolate_is_refused():
+def test_a_value_hydra_would_interpolate_is_refused_without_showing_it(monkeypatch, capsys):
     with pytest.raises(ValueError, match="interpolation"):
         hydra_quote("${oc.env:HOME}")
+    monkeypatch.setenv("CUDA_AGENT_EVAL_TOKEN", "ab${cd}")
+    assert main(["train", "verl-launch", "--dry-run", str(PAPER)]) == 1
+    out = capsys.readouterr().out
+    assert "$CUDA_AGENT_EVAL_TOKEN cannot be forwarded to Ray workers" in out and "ab${cd}" not in out
+
+
+def test_missing_config_and_bad_config_are_errors_naming_the_file(tmp_path, capsys):
+    assert main(["train", "verl-check", str(tmp_path / "nope.yaml")]) == 1
+    assert f"{tmp_path / 'nope.yaml'}: no such config" in capsys.readouterr().out
+    (tmp_path / "bad.yaml").write_text("defaults:\n  - no_such_base\n")
+    assert main(["train", "verl-launch", "--dry-run", str(tmp_path / "bad.yaml")]) == 1
+    assert "Hydra cannot compose it" in capsys.readouterr().out
 
 
 def test_check_files_wants_existing_absolute_paths(monkeypatch, tmp_path):

@@ -173,10 +173,15 @@ def _verl_check(args, overrides: list[str] | None = None) -> int:
 def _verl_launch(args) -> int:
     import os
 
-    from .cluster.launch import env_overrides, forwarded_env, main_ppo_argv, printable
+    from .cluster.launch import LaunchError, env_overrides, forwarded_env, main_ppo_argv, printable
 
-    env = forwarded_env(args.config, args.overrides, os.environ)
-    if _verl_check(args, [*args.overrides, *env_overrides(env)]):
+    try:
+        env = forwarded_env(args.config, args.overrides, os.environ)
+        forwarding = env_overrides(env)
+    except LaunchError as e:
+        print(f"{args.config}: {e}")
+        return 1
+    if _verl_check(args, [*args.overrides, *forwarding]):
         return 1
     argv = main_ppo_argv(args.config, args.overrides, env)
     print(f"forwarded to Ray workers: {', '.join(env) or 'nothing'}\n{printable(argv)}", flush=True)

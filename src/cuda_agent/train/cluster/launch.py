@@ -30,11 +30,20 @@ SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|KEY", re.IGNORECASE)
 """Names whose values :func:`printable` masks."""
 
 
+class LaunchError(ValueError):
+    """The job cannot be launched as asked (the message says why, never a variable's value)."""
+
+
 def forwarded_env(config: str | Path, overrides: list[str] | tuple[str, ...], environ: Mapping[str, str]) -> dict[str, str]:
     """The variables of ``environ`` that Ray workers need, by name."""
+    from hydra.errors import HydraException
     from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
-    cfg = compose_config(config, overrides)
+    try:
+        cfg = compose_config(config, overrides)
+    except (HydraException, OmegaConfBaseException, OSError) as e:
+        raise LaunchError(f"Hydra cannot compose it: {e}") from e
     names = env_names(cfg)
     loops = agent_loops_path(OmegaConf.select(cfg, "actor_rollout_ref.rollout.agent.agent_loop_config_path",
                                               throw_on_resolution_failure=False))
@@ -48,15 +57,20 @@ def hydra_quote(value: str) -> str:
     """``value`` as a single-quoted Hydra override value that Hydra reads back as exactly ``value``
     (backslashes escape only a quote and the backslashes before it, or at the end)."""
     if "${" in value:
-        raise ValueError(f"{value!r}: '${{' would be read as an interpolation; it cannot be passed to Ray workers "
-                         f"through the config")
+        raise LaunchError("the value holds '${', which Hydra would read as an interpolation")
     out = re.sub(r"(\\*)'", lambda m: m[1] * 2 + "\\'", value)
     out = re.sub(r"(\\+)$", lambda m: m[1] * 2, out)
     return f"'{out}'"
 
 
 def env_overrides(env: Mapping[str, str]) -> list[str]:
-    return [f"++{ENV_VARS}.{name}={hydra_quote(value)}" for name, value in env.items()]
+    out = []
+    for name, value in env.items():
+        try:
+            out.append(f"++{ENV_VARS}.{name}={hydra_quote(value)}")
+        except LaunchError as e:
+            raise LaunchError(f"${name} cannot be forwarded to Ray workers: {e}") from None
+    return out
 
 
 def main_ppo_argv(config: str | Path, overrides: list[str] | tuple[str, ...], env: Mapping[str, str]) -> list[str]:

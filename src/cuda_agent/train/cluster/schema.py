@@ -219,6 +219,8 @@ def validate(path: str | Path, overrides: list[str] | tuple[str, ...] = (), pape
         cfg = compose_config(path, overrides)
     except (HydraException, OmegaConfBaseException) as e:
         return [f"Hydra cannot compose it with verl {verl_version()}: {e}"]
+    except OSError as e:  # no such config, no verl
+        return [str(e)]
     env = worker_env(cfg)
     errors = _env_var_errors(env)
     env = {k: v for k, v in env.items() if isinstance(v, str)}
