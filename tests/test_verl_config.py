@@ -126,8 +126,8 @@ def test_verl_launch_checks_then_forwards_and_masks_the_token(monkeypatch, capsy
 
 
 def test_env_vars_must_be_strings_without_interpolations():
-    errors = "\n".join(validate(PAPER, [f"++{ENV_VARS}.NNODES=4", f"++{ENV_VARS}.CUDA_AGENT_EVAL_URL="
-                                        "'${oc.env:CUDA_AGENT_EVAL_URL}'"]))
+    interpolated = f"++{ENV_VARS}.CUDA_AGENT_EVAL_URL='${{oc.env:CUDA_AGENT_EVAL_URL}}'"
+    errors = "\n".join(validate(PAPER, [f"++{ENV_VARS}.NNODES=4", interpolated]))
     assert f"{ENV_VARS}.NNODES: 4 (int); Ray takes strings only" in errors
     assert "verl passes env_vars to ray.init unresolved" in errors
 
@@ -167,7 +167,7 @@ def test_check_files_wants_existing_absolute_paths(monkeypatch, tmp_path):
     assert "critic.model.path: /nonexistent/critic does not exist" in errors
 
 
-def test_every_leaf_of_verls_defaults_is_listed_by_leaves():
+def test_leaves_are_scalars_lists_and_empty_dicts():
     cfg = compose_config(PAPER)
     keys = set(leaves(cfg))
     assert {"trainer.nnodes", "algorithm.gamma", f"{ENV_VARS}"} <= keys  # env_vars: {} is a leaf
@@ -222,7 +222,7 @@ def test_the_launcher_submits_with_every_variable_forwarded_and_absolute_paths(t
                CUDA_AGENT_EVAL_TOKEN="launcher-t0ken", CONFIG="ppo_agentic_smoke", DRY_RUN="1")
     try:
         proc = subprocess.run(["bash", str(ROOT / "scripts" / "launch_verl_ray.sh"), "trainer.total_training_steps=1"],
-                              env=env, capture_output=True, text=True, timeout=300)
+                              env=env, capture_output=True, text=True, timeout=300, check=False)
     finally:
         server.shutdown()
     assert proc.returncode == 0, proc.stdout + proc.stderr
