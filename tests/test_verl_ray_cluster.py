@@ -100,14 +100,14 @@ def cluster():
         head_log = temp / "head.log"
         procs.append(subprocess.Popen(
             [*RAY, "start", "--head", "--node-ip-address", HEAD_IP, "--port", str(port),
-             "--ray-client-server-port", str(client_port),
+             "--ray-client-server-port", str(client_port), "--dashboard-agent-listen-port", str(_free_port()),
              "--num-cpus", "0", "--include-dashboard=false", "--temp-dir", str(temp), *common],
             env=bare, cwd=temp, stdout=head_log.open("w"), stderr=subprocess.STDOUT, start_new_session=True))
         _wait_for_port(port, procs[0], head_log)
         worker_log = temp / "worker.log"
         procs.append(subprocess.Popen(
             [*RAY, "start", "--node-ip-address", WORKER_IP, "--address", f"{HEAD_IP}:{port}", "--num-cpus", "1",
-             *common],
+             "--dashboard-agent-listen-port", str(_free_port()), *common],
             env={**bare, "PROBE_NODE": "worker"}, cwd=temp, stdout=worker_log.open("w"), stderr=subprocess.STDOUT,
             start_new_session=True))
         yield f"{HEAD_IP}:{port}"  # the driver waits for the worker node to join
