@@ -95,7 +95,9 @@ def verl_version() -> str:
 
 
 def compose_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()):
-    """The config ``main_ppo --config-path DIR --config-name NAME`` composes, unresolved."""
+    """The config ``main_ppo --config-path DIR --config-name NAME hydra.searchpath=[pkg://verl.trainer.config]``
+    composes, unresolved: our file primary, verl's by the search path (``file://`` of the directory
+    that ``pkg://`` names, found without importing verl)."""
     from hydra import compose, initialize_config_dir
 
     path = Path(path).resolve()
@@ -160,6 +162,7 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 @functools.cache
 def _verl_defaults_resolved(config_dir: Path) -> dict[str, Any]:
+    """Once per process and verl installation (``config_dir`` is the cache key)."""
     return resolved(verl_defaults())
 
 
