@@ -11,7 +11,10 @@
 #        TASKS=tasks.parquet ACTOR=runs/rft/final CRITIC=runs/value/final  scripts/launch_verl_ray.sh
 #
 # Extra arguments are Hydra overrides passed to verl (e.g. trainer.total_training_steps=3).
-# CONFIG=ppo_agentic_smoke runs three small steps of the same recipe.
+# CONFIG=ppo_agentic_smoke runs three small steps of the same recipe; DRY_RUN=1 (submit) prints the command only.
+# Ray workers take their environment from `ray start`, not from the submitting shell: submit hands
+# its CUDA_AGENT_*, NNODES and GPUS_PER_NODE to `cuda-agent train verl-launch`, which passes them to
+# every worker through verl's ray_kwargs.ray_init.runtime_env.env_vars (and checks that it did).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROLE=${ROLE:?set ROLE=eval|head|worker|submit}
@@ -42,6 +45,7 @@ case "$ROLE" in
     ;;
   submit)
     : "${EVAL_URL:?set EVAL_URL=http://<eval node>:8420}"
+<<<<<<< HEAD
     # Clients (the agent loop, the reward) read the token file named by CUDA_AGENT_EVAL_TOKEN_FILE.
     if [ -s "$TOKEN_FILE" ]; then
       export CUDA_AGENT_EVAL_TOKEN_FILE="$TOKEN_FILE"
@@ -52,19 +56,27 @@ case "$ROLE" in
 try: EvalClient(sys.argv[1], retries=0, timeout_s=10).check()
 except Exception as e: sys.exit(f"evaluation service: {e}")' "$EVAL_URL"
     DATA=${DATA_DIR:-data/verl}
+=======
+    curl -fsS "$EVAL_URL/v1/health" >/dev/null || { echo "evaluation service not reachable at $EVAL_URL" >&2; exit 1; }
+    # Ray workers do not see this shell's environment, nor its directory: every path is made
+    # absolute (on storage every node sees), and verl-launch forwards every variable the config
+    # reads, and every CUDA_AGENT_* one, through ray_kwargs.ray_init.runtime_env.env_vars.
+    DATA=$(realpath -m "${DATA_DIR:-data/verl}")
+>>>>>>> i18verl
     if [ ! -f "$DATA/agentic_train.parquet" ]; then
       cuda-agent train data verl --in "${TASKS:?set TASKS=tasks.parquet}" --out "$DATA/agentic_train.parquet"
       cuda-agent train data verl --in "${VAL_TASKS:-${TASKS}}" --out "$DATA/agentic_val.parquet"
     fi
+    local_path() { if [ -e "$1" ]; then realpath "$1"; else printf '%s' "$1"; fi; }  # else a hub id
     export CUDA_AGENT_EVAL_URL="$EVAL_URL" CUDA_AGENT_TRAIN_DATA="$DATA/agentic_train.parquet" \
-      CUDA_AGENT_VAL_DATA="$DATA/agentic_val.parquet" CUDA_AGENT_ACTOR="${ACTOR:-runs/rft/final}" \
-      CUDA_AGENT_CRITIC="${CRITIC:-runs/value/final}" CUDA_AGENT_LOOPS="$PWD/configs/verl/agent_loops.yaml" \
-      NNODES="${NNODES:-1}" GPUS_PER_NODE="${GPUS_PER_NODE:-8}"
+      CUDA_AGENT_VAL_DATA="$DATA/agentic_val.parquet" CUDA_AGENT_ACTOR="$(local_path "${ACTOR:-runs/rft/final}")" \
+      CUDA_AGENT_CRITIC="$(local_path "${CRITIC:-runs/value/final}")" CUDA_AGENT_LOOPS="$PWD/configs/verl/agent_loops.yaml" \
+      CUDA_AGENT_RUNS="$(realpath -m "${RUNS_DIR:-runs/verl}")" NNODES="${NNODES:-1}" GPUS_PER_NODE="${GPUS_PER_NODE:-8}"
     check_args=()
     [ "$CONFIG" = ppo_agentic ] || check_args+=(--no-paper)
-    cuda-agent train verl-check "configs/verl/$CONFIG.yaml" "${check_args[@]}" --check-files
     export RAY_ADDRESS="${HEAD_IP:?}:$RAY_PORT"
-    exec python3 -m verl.trainer.main_ppo --config-path "$PWD/configs/verl" --config-name "$CONFIG" "$@"
+    [ -z "${DRY_RUN:-}" ] || check_args+=(--dry-run)  # print the command, run nothing
+    exec cuda-agent train verl-launch "${check_args[@]}" --check-files "configs/verl/$CONFIG.yaml" "$@"
     ;;
   *)
     echo "ROLE must be eval, head, worker or submit" >&2; exit 2

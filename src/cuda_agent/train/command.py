@@ -8,7 +8,8 @@
     cuda-agent train recipe      --preset smoke|paper|cpu --out runs/recipe [--set rft.max_steps=10]
     cuda-agent train serve       --gpus 6,7 [--host 0.0.0.0 --token-file FILE] [--port 8420]
     cuda-agent train data        prompts|sft|value|verl --in SRC --out FILE
-    cuda-agent train verl-check  configs/verl/ppo_agentic.yaml [--no-paper]
+    cuda-agent train verl-check  [--no-paper] configs/verl/ppo_agentic.yaml [HYDRA_OVERRIDES...]
+    cuda-agent train verl-launch [--dry-run] configs/verl/ppo_agentic.yaml [HYDRA_OVERRIDES...]   (options first)
     cuda-agent train tiny-model  OUT [--corpus FILES...]
 
 Every stage resumes from the newest checkpoint in ``--out`` when run again. A stage's settings are
@@ -92,11 +93,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", default="agentic", choices=["agentic", "single_turn"], help="verl: which rows")
     p.set_defaults(train_action="data")
 
-    p = sub.add_parser("verl-check", help="validate a verl YAML config against our schema and the paper")
-    p.add_argument("config")
-    p.add_argument("--no-paper", action="store_true", help="skip the paper-hyperparameter checks (smoke configs)")
-    p.add_argument("--check-files", action="store_true", help="also require model and data paths to exist")
-    p.set_defaults(train_action="verl_check")
+    for name, action, text in (
+            ("verl-check", "verl_check", ("compose a verl config with Hydra against the installed verl and check "
+                                          "it, as a Ray worker will resolve it")),
+            ("verl-launch", "verl_launch", ("check, then run verl's main_ppo with every variable the Ray workers "
+                                            "need forwarded through ray_kwargs.ray_init.runtime_env.env_vars"))):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("config")
+        p.add_argument("overrides", nargs="*", help="Hydra overrides, as main_ppo takes them (e.g. trainer.nnodes=2)")
+        p.add_argument("--no-paper", action="store_true", help="skip the paper-hyperparameter checks (smoke configs)")
+        p.add_argument("--check-files", action="store_true",
+                       help="also require model and data paths to exist and be absolute")
+        if action == "verl_launch":
+            p.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
+        p.set_defaults(train_action=action)
 
     p = sub.add_parser("tiny-model", help="write a tiny random-init causal LM + local tokenizer (tests, smoke runs)")
     p.add_argument("out")
@@ -111,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     handlers = {"stage": _stage, "recipe": _recipe, "serve": _serve, "data": _data, "verl_check": _verl_check,
-                "tiny": _tiny}
+                "verl_launch": _verl_launch, "tiny": _tiny}
     from .config import ConfigError
 
     try:
@@ -232,15 +242,36 @@ def _data(args) -> int:
     return 0
 
 
-def _verl_check(args) -> int:
-    from .cluster.schema import validate
+def _verl_check(args, overrides: list[str] | None = None) -> int:
+    from .cluster.schema import validate, verl_version
 
-    errors = validate(args.config, paper=not args.no_paper, check_files=args.check_files)
+    errors = validate(args.config, args.overrides if overrides is None else overrides, paper=not args.no_paper,
+                      check_files=args.check_files)
     for e in errors:
         print(f"{args.config}: {e}")
     if not errors:
-        print(f"{args.config}: ok")
+        print(f"{args.config}: ok (verl {verl_version()})")
     return 1 if errors else 0
+
+
+def _verl_launch(args) -> int:
+    import os
+
+    from .cluster.launch import LaunchError, env_overrides, forwarded_env, main_ppo_argv, printable
+
+    try:
+        env = forwarded_env(args.config, args.overrides, os.environ)
+        forwarding = env_overrides(env)
+    except LaunchError as e:
+        print(f"{args.config}: {e}")
+        return 1
+    if _verl_check(args, [*args.overrides, *forwarding]):
+        return 1
+    argv = main_ppo_argv(args.config, args.overrides, env)
+    print(f"forwarded to Ray workers: {', '.join(env) or 'nothing'}\n{printable(argv)}", flush=True)
+    if args.dry_run:
+        return 0
+    os.execv(argv[0], argv)
 
 
 def _tiny(args) -> int:
