@@ -45,24 +45,19 @@ case "$ROLE" in
     ;;
   submit)
     : "${EVAL_URL:?set EVAL_URL=http://<eval node>:8420}"
-<<<<<<< HEAD
     # Clients (the agent loop, the reward) read the token file named by CUDA_AGENT_EVAL_TOKEN_FILE.
     if [ -s "$TOKEN_FILE" ]; then
-      export CUDA_AGENT_EVAL_TOKEN_FILE="$TOKEN_FILE"
+      export CUDA_AGENT_EVAL_TOKEN_FILE="$(realpath "$TOKEN_FILE")"
     elif [ -z "${CUDA_AGENT_EVAL_TOKEN:-}" ]; then
       echo "no token for the evaluation service: copy the eval node's $TOKEN_FILE here or set EVAL_TOKEN_FILE" >&2; exit 1
     fi
     python3 -c 'import sys; from cuda_agent.train.client import EvalClient
 try: EvalClient(sys.argv[1], retries=0, timeout_s=10).check()
 except Exception as e: sys.exit(f"evaluation service: {e}")' "$EVAL_URL"
-    DATA=${DATA_DIR:-data/verl}
-=======
-    curl -fsS "$EVAL_URL/v1/health" >/dev/null || { echo "evaluation service not reachable at $EVAL_URL" >&2; exit 1; }
     # Ray workers do not see this shell's environment, nor its directory: every path is made
     # absolute (on storage every node sees), and verl-launch forwards every variable the config
     # reads, and every CUDA_AGENT_* one, through ray_kwargs.ray_init.runtime_env.env_vars.
     DATA=$(realpath -m "${DATA_DIR:-data/verl}")
->>>>>>> i18verl
     if [ ! -f "$DATA/agentic_train.parquet" ]; then
       cuda-agent train data verl --in "${TASKS:?set TASKS=tasks.parquet}" --out "$DATA/agentic_train.parquet"
       cuda-agent train data verl --in "${VAL_TASKS:-${TASKS}}" --out "$DATA/agentic_val.parquet"

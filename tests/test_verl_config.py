@@ -219,7 +219,7 @@ def test_the_launcher_submits_with_every_variable_forwarded_and_absolute_paths(t
     env.update(PATH=f"{bin_dir}:{env['PATH']}", PYTHONPATH=f"{ROOT / 'src'}:{env.get('PYTHONPATH', '')}",
                ROLE="submit", HEAD_IP="127.0.0.1", EVAL_URL=f"http://127.0.0.1:{server.server_port}", NNODES="3",
                GPUS_PER_NODE="8", DATA_DIR=str(data), ACTOR=str(tmp_path / "actor"), CRITIC=str(tmp_path / "critic"),
-               CUDA_AGENT_EVAL_TOKEN="launcher-t0ken", CONFIG="ppo_agentic_smoke", DRY_RUN="1")
+               CUDA_AGENT_EVAL_TOKEN="launcher-t0ken-0123456789", CONFIG="ppo_agentic_smoke", DRY_RUN="1")
     try:
         proc = subprocess.run(["bash", str(ROOT / "scripts" / "launch_verl_ray.sh"), "trainer.total_training_steps=1"],
                               env=env, capture_output=True, text=True, timeout=300, check=False)
@@ -227,7 +227,7 @@ def test_the_launcher_submits_with_every_variable_forwarded_and_absolute_paths(t
         server.shutdown()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
-    assert "ppo_agentic_smoke.yaml: ok" in out and "launcher-t0ken" not in out
+    assert "ppo_agentic_smoke.yaml: ok" in out and "launcher-t0ken-0123456789" not in out
     names = out.split("forwarded to Ray workers: ")[1].splitlines()[0].split(", ")
     assert names == ["CUDA_AGENT_ACTOR", "CUDA_AGENT_CRITIC", "CUDA_AGENT_EVAL_TOKEN", "CUDA_AGENT_EVAL_URL",
                      "CUDA_AGENT_LOOPS", "CUDA_AGENT_RUNS", "CUDA_AGENT_TRAIN_DATA", "CUDA_AGENT_VAL_DATA",
