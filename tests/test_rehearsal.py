@@ -218,7 +218,7 @@ def test_evaluator_clock_remeasures_the_harness_cost_before_distrusting_the_work
     worker whose report alone falls short is flagged and its figure replaced."""
     from cuda_agent.sandbox import evaluator
 
-    real_time, extra_ms = evaluator._Evaluation._time, 20.0
+    real_time, extra_ms = evaluator._Evaluation._time, 100.0
 
     def slow_clock(self, worker, rotation, target, wrap, extra=None):
         t = real_time(self, worker, rotation, target, wrap, extra)
@@ -235,14 +235,14 @@ def test_evaluator_clock_remeasures_the_harness_cost_before_distrusting_the_work
     tm = v.timing
     unexplained = tm["evaluator_ms_per_iter"] - tm["gpu_median_ms"] - tm["harness_overhead_ms"]
     if loaded_control:
-        # the re-measured cost explains the extra 20 ms (what is left is this CPU's noise: under 1 ms on a
+        # the re-measured cost explains the extra 100 ms (what is left is this CPU's noise: under 1 ms on a
         # quiet machine, a few ms on a loaded CI runner)
         assert tm["harness_overhead_ms"] == pytest.approx(tm["control_overhead_ms"], abs=1e-3)
         assert tm["control_overhead_ms"] >= extra_ms
         assert unexplained < extra_ms / 4, tm
     else:
         assert unexplained > extra_ms * 3 / 4, tm
-        assert "timer_mismatch" in v.flags and v.ms >= extra_ms, (v.flags, v.ms)
+        assert "timer_mismatch" in v.flags and v.ms >= extra_ms * 3 / 4, (v.flags, v.ms)  # the evaluator's figure
 
 
 HANGING_FORWARD = """import torch.nn as nn
