@@ -236,13 +236,16 @@ def test_evaluator_clock_remeasures_the_harness_cost_before_distrusting_the_work
     unexplained = tm["evaluator_ms_per_iter"] - tm["gpu_median_ms"] - tm["harness_overhead_ms"]
     if loaded_control:
         # the re-measured cost explains the extra 100 ms (what is left is this CPU's noise: under 1 ms on a
-        # quiet machine, a few ms on a loaded CI runner)
+        # quiet machine, up to 25 ms seen on a busy 2-core box)
         assert tm["harness_overhead_ms"] == pytest.approx(tm["control_overhead_ms"], abs=1e-3)
         assert tm["control_overhead_ms"] >= extra_ms
-        assert unexplained < extra_ms / 4, tm
+        assert unexplained < extra_ms / 2, tm  # without the re-measure it would be >= extra_ms
     else:
-        assert unexplained > extra_ms * 3 / 4, tm
-        assert "timer_mismatch" in v.flags and v.ms >= extra_ms * 3 / 4, (v.flags, v.ms)  # the evaluator's figure
+        # flagged, and the worker's figure replaced by the evaluator's own less the harness's cost (which a
+        # loaded runner's control measurement can raise to tens of ms: 48.9 ms seen on a busy 2-core box)
+        assert "timer_mismatch" in v.flags, (v.flags, tm)
+        assert v.ms == pytest.approx(tm["evaluator_ms_per_iter"] - tm["harness_overhead_ms"], abs=0.05), (v.ms, tm)
+        assert v.ms > tm["gpu_median_ms"] + 1.0, (v.ms, tm)
 
 
 HANGING_FORWARD = """import torch.nn as nn
