@@ -326,3 +326,32 @@ def test_a_jail_that_cannot_start_is_the_harnesss_failure_not_the_candidates(jud
     v = judge(HONEST, static_rules=True)
     assert v.verdict == "harness_error" and v.reward is None, (v.verdict, v.reasons)
     assert "confinement could not be set up" in v.reasons[0] and "bwrap:" in v.reasons[0]
+
+
+def test_symbolic_links_never_carry_outside_files_into_a_solution(tmp_path):
+    """grep, the agent's snapshot and the trusted staging copy all skip or refuse links a candidate made."""
+    from cuda_agent.sandbox.build import stage_solution
+    from cuda_agent.sandbox.solution import SolutionError
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET)
+    ws = tmp_path / "ws"
+    shutil.copytree(HONEST, ws)
+    (ws / "kernels" / "leak.h").symlink_to(secret)
+    with pytest.raises(SolutionError, match="symbolic link"):
+        stage_solution(load_solution(ws), tmp_path / "staged")
+
+
+def test_the_agents_grep_and_snapshot_skip_symbolic_links(tmp_path):
+    from cuda_agent.agent.environment import Environment
+
+    from .agent_support import tiny_task
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET)
+    env = Environment(tiny_task(tmp_path), tmp_path / "run", config(tmp_path))
+    root = env.workspace.root
+    (root / "notes.txt").symlink_to(secret)
+    (root / "kernels" / "k.h").symlink_to(secret)
+    assert SECRET not in env.execute("grep", {"pattern": "."}).output
+    assert not any(SECRET.encode() in b for b in env.workspace.solution_files().values())

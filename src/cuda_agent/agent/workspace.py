@@ -114,14 +114,15 @@ class Workspace:
     # ------------------------------------------------------------------ solution files
     def solution_files(self) -> dict[str, bytes]:
         """The candidate: model_new.py and every file under kernels/ (relative path -> bytes)."""
-        files = {}
+        files = {}  # symbolic links are not the agent's code: one made by `bash` could point anywhere
         model_new = self.root / MODEL_NEW
-        if model_new.is_file():
+        if model_new.is_file() and not model_new.is_symlink():
             files[MODEL_NEW] = model_new.read_bytes()
         kdir = self.root / KERNELS
-        if kdir.is_dir():
+        if kdir.is_dir() and not kdir.is_symlink():
             for p in sorted(kdir.rglob("*")):
                 if p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts \
+                        and not any(q.is_symlink() for q in p.parents if kdir in q.parents) \
                         and p.stat().st_size <= MAX_SOLUTION_FILE_BYTES:
                     files[p.relative_to(self.root).as_posix()] = p.read_bytes()
         return files

@@ -43,7 +43,7 @@ from . import confine
 from .config import SandboxConfig
 from .gpu import ARCH_SPECIFIC, gpu_info
 from .logs import shorten_paths, trim_compiler_log, trim_traceback
-from .solution import FILE, KERNEL_DIR, REFERENCE, WORKSPACE, Solution
+from .solution import FILE, KERNEL_DIR, REFERENCE, WORKSPACE, Solution, SolutionError
 
 BUILDER_VERSION = "2"
 MISSING_TOOL = "nvcc not found"
@@ -262,8 +262,14 @@ def _link_command(solution: Solution, objs: list[Path], lib: Path) -> list[str]:
     return cmd
 
 
+def _build_env(config: SandboxConfig) -> dict[str, str] | None:
+    """A confined build's environment: no secrets, and TMPDIR inside the jail (a host TMPDIR, such as a
+    cluster job's, is not mounted there and nvcc would fail to write its temporaries)."""
+    return None if config.isolation == "none" else confine.confined_env(dict(os.environ))
+
+
 def _run_parallel(commands: list[tuple[list[str], Path]], deadline: float, cwd: Path,
-                  wrap=lambda cmd: cmd) -> tuple[bool, bool, str]:
+                  wrap=lambda cmd: cmd, env: dict[str, str] | None = None) -> tuple[bool, bool, str]:
     """Run compile commands concurrently (bounded by the CPU count). Returns (ok, timed_out, log)."""
     max_jobs = max(1, os.cpu_count() or 1)
     pending = list(commands)
@@ -272,7 +278,7 @@ def _run_parallel(commands: list[tuple[list[str], Path]], deadline: float, cwd: 
     while pending or running:
         while pending and len(running) < max_jobs:
             cmd, src = pending.pop(0)
-            running.append((subprocess.Popen(wrap(cmd), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            running.append((subprocess.Popen(wrap(cmd), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                              text=True, start_new_session=True), src))
         proc, src = running.pop(0)
         remaining = deadline - time.monotonic()
@@ -307,12 +313,13 @@ def _build_workspace(solution: Solution, config: SandboxConfig, out_dir: Path) -
     work = Path(tempfile.mkdtemp(prefix=out_dir.name + ".", dir=out_dir.parent))
     commands = _compile_commands(solution, config, work)
     wrap = functools.partial(_jailed, config=config, ro=[solution.path], rw=[work])
-    ok, timed_out, log = _run_parallel(commands, deadline, solution.path, wrap)
+    ok, timed_out, log = _run_parallel(commands, deadline, solution.path, wrap, _build_env(config))
     roots = {str(solution.path): "", str(work): ""}
     if ok:
         lib = work / f"{LIB_NAME}.so"
         objs = sorted(work.glob("*.o"))
-        link = subprocess.run(wrap(_link_command(solution, objs, lib)), cwd=solution.path, capture_output=True,
+        link = subprocess.run(wrap(_link_command(solution, objs, lib)), cwd=solution.path, env=_build_env(config),
+                              capture_output=True,
                               text=True, timeout=max(1.0, deadline - time.monotonic()))
         if link.returncode != 0:
             ok, log = False, log + "\n" + link.stdout + link.stderr
@@ -396,6 +403,8 @@ def stage_solution(solution: Solution, dest: Path) -> Path:
     other solutions, or an agent's whole workspace)."""
     dest.mkdir(parents=True, exist_ok=True)
     for p in solution.source_files():
+        if p.is_symlink() or any(q.is_symlink() for q in p.parents if solution.root in q.parents):
+            raise SolutionError(f"{solution.display(p)}: a symbolic link (the solution's files must be its own)")
         rel = Path(solution.display(p))
         if rel.is_absolute() or ".." in rel.parts:
             raise ValueError(f"{p}: outside the solution")

@@ -248,4 +248,5 @@ def enter_landlock() -> dict:
         return {"enforced": False, "abi": abi, "why": f"{type(e).__name__}: {e}"[:200]}
     return {"enforced": True, "abi": abi, "ptrace": "blocked",
             "signals": "blocked" if abi >= 6 else "not blocked (Landlock ABI < 6)",
-            "threads": "the importing thread and its children (threads started earlier by torch are not)"}
+            "threads": "entered before the worker's own threads started (native threads torch's import "
+                       "started are outside; TSYNC needs ABI 8)"}

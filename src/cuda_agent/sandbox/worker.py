@@ -42,6 +42,8 @@ from .timing import InputRing, L2Flusher, leaves
 
 _save = torch.save
 _START_CWD = os.getcwd()
+_LANDLOCK: dict | None = None
+"""What Landlock domain a confined worker entered (confine.enter_landlock), for the verdict."""
 _REHEARSAL = rehearsal()  # tests only: the CPU stands in for the GPU (gpu.REHEARSAL_ENV)
 _sync = timing._no_sync if _REHEARSAL else torch.cuda.synchronize
 _COMPILE_BACKEND = "eager" if _REHEARSAL else "inductor"
@@ -161,8 +163,8 @@ class Worker:
         guards.settle_harness(self.device)
         self.snapshot = integrity_snapshot((guards, timing, share, sys.modules[__name__]))
         sol = msg["solution"]
-        if os.environ.get(confine.CONFINED_ENV):  # no ptrace of, nor signals to, anything outside from here on
-            info["landlock"] = confine.enter_landlock()
+        if _LANDLOCK is not None:  # entered in main(), before any Python thread of the worker started
+            info["landlock"] = _LANDLOCK
         # the solution's directory is the working directory and first on the path (a spare worker
         # started elsewhere: what the caller's directory holds is not the candidate's to import)
         os.chdir(sol["root"])
@@ -461,6 +463,11 @@ def _exit_with_parent() -> None:
 def main() -> None:
     from multiprocessing.connection import Connection
 
+    global _LANDLOCK
+    if os.environ.get(confine.CONFINED_ENV):
+        # first: every Python thread the worker starts (the parent watch below) is inside the domain, so a
+        # candidate cannot borrow one to send signals from (no ptrace or signals to anything outside)
+        _LANDLOCK = confine.enter_landlock()
     _exit_with_parent()  # before any candidate code: its start is not counted against the candidate
     conn = Connection(int(sys.argv[1]))
     worker = Worker(conn)

@@ -58,9 +58,12 @@ class Bash(Tool):
             jail = Jail(gpu=True, binds={root: WORKSPACE}, hidden=[str(env.config.sandbox.cache_dir)])
             argv = jail.command(argv, scratch=None, cwd=WORKSPACE)
             cwd, home = None, WORKSPACE
+        environ = scrubbed_env(home)
+        if cwd is None:  # confined: the jail's /tmp, not a host TMPDIR it does not mount
+            environ["TMPDIR"] = "/tmp"
         t0 = time.perf_counter()
         try:
-            proc = subprocess.Popen(argv, cwd=cwd, env=scrubbed_env(home),
+            proc = subprocess.Popen(argv, cwd=cwd, env=environ,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     start_new_session=True)
         except (ValueError, OSError) as e:  # e.g. a NUL byte in the command

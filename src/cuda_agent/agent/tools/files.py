@@ -137,8 +137,12 @@ class EditFile(Tool):
 
 
 def _walk(root: Path):
+    """The workspace's files and folders; symlinks are skipped (one made by `bash` could point anywhere)."""
     for p in sorted(root.rglob("*")):
         if "__pycache__" in p.parts or any(part.startswith(".") for part in p.relative_to(root).parts[:-1]):
+            continue
+        if p.is_symlink() or any(q.is_symlink() for q in p.relative_to(root).parents if str(q) != "." and
+                                 (root / q).is_symlink()):
             continue
         yield p
 
