@@ -60,10 +60,10 @@ def copy_tree(dest: Path) -> None:
             shutil.copy2(src, dest / rel)
 
 
-def configure(dest: Path, modules: list[str], tests: list[str]) -> None:
+def configure(dest: Path, modules: list[str], tests: list[str], deselect: list[str]) -> None:
     selection = ", ".join(f'"{t}"' for t in tests)
     only = ", ".join(f'"src/cuda_agent/sandbox/{m}.py"' for m in modules)
-    deselect = " and ".join(f"not {t}" for t in DESELECT)
+    deselect = " and ".join(f"not {t}" for t in deselect)
     with open(dest / "pyproject.toml", "a") as f:
         f.write(f"""
 [tool.mutmut]
@@ -131,16 +131,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--children", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--modules", default=",".join(MODULES))
     ap.add_argument("--tests", default="tests", help="space-separated pytest paths (default: the CPU suite)")
+    ap.add_argument("--deselect", default="", help="comma-separated test names also left out of this run, e.g. "
+                    "the rehearsal tests that start workers when the modules under test are the static rules")
     ap.add_argument("--time-limit", type=float, default=None, help="stop mutmut after this many seconds")
     ap.add_argument("--out", type=Path, default=None, help="JSON: per-module table and every survivor")
     ap.add_argument("--diffs", type=Path, default=None, help="text: the diff of every survivor")
     ap.add_argument("--resume", action="store_true", help="keep --work as it is and go on where mutmut stopped")
     args = ap.parse_args(argv)
     modules = args.modules.split(",")
+    deselect = DESELECT + [t for t in args.deselect.split(",") if t]
     work = args.work.resolve()
     if not (args.resume and (work / "mutants").exists()):
         copy_tree(work)
-        configure(work, modules, args.tests.split())
+        configure(work, modules, args.tests.split(), deselect)
     path = [str(work / "mutants" / "src"), str(SUPPORT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(path),
                CUDA_AGENT_MUTATION_HITS=str(work / "worker_hits.txt"), CUDA_VISIBLE_DEVICES="",
@@ -166,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     table = summarize(status, equivalent)
     survivors = sorted(n for n, s in status.items() if s in ("survived", "no tests") and n not in equivalent)
     report = {"modules": table, "wall_s": round(wall, 1), "children": args.children, "mutmut_exit": proc.returncode,
-              "survivors": survivors, "deselected": DESELECT}
+              "survivors": survivors, "deselected": deselect}
     if args.out:
         args.out.write_text(json.dumps(report, indent=1))
     if args.diffs:

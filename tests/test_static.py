@@ -465,3 +465,115 @@ def test_a_finding_names_the_line_of_the_offending_code():
     assert [f.line for f in findings] == [13], [(f.line, f.message) for f in findings]
     findings = [f for f in py("from torch import _C\n" + model("return x")) if f.rule == "private_torch"]
     assert [f.line for f in findings] == [6] and "torch._C" in findings[0].message
+
+
+# ----------------------------------------------------------------------------- pinned by mutation testing (issue 21)
+# Each test below failed to exist when benchmarks/mutation.py let a small bug in static.py through: a finding's
+# line, the thing its message names (the agent reads it to fix its code), or a pattern one branch alone decides.
+
+def at(findings, rule: str) -> list[tuple[int, str]]:
+    """(line, message) of every finding of one rule."""
+    return [(f.line, f.message) for f in findings if f.rule == rule]
+
+
+@pytest.mark.parametrize("call,flagged", [("getattr(torch, name)", True), ("getattr(torch.nn.functional, name)", True),
+                                          ("getattr(self, name)", False), ("getattr(x, name)", False),
+                                          ("getattr(torch, 'float32')", False)])
+def test_getattr_with_a_computed_name_is_a_monkey_patch_only_on_a_module(call, flagged):
+    found = py(model(f"name = 'sig' + 'moid'\nf = {call}\nreturn cuda_ext.f(x)"))
+    assert at(found, "monkey_patch") == ([(13, "getattr on a module with a computed name")] if flagged else []), found
+
+
+@pytest.mark.parametrize("stmt,flagged", [("from .model import Model", True), ("from . import model", True),
+                                          ("from .reference.utils import helper", True),
+                                          ("from .helpers import helper", False), ("from . import helpers", False)])
+def test_a_relative_import_of_the_reference_is_delegation(stmt, flagged):
+    found = py(stmt + "\n" + model("return cuda_ext.f(x)"))
+    assert at(found, "delegates_to_reference") == ([(6, "imports the reference module")] if flagged else [])
+    assert rules(found) == ({"delegates_to_reference"} if flagged else set())
+
+
+@pytest.mark.parametrize("deco,rule,named", [
+    ("@functools.lru_cache(maxsize=None)", "output_cache", "@functools.lru_cache caches"),
+    ("@lru_cache", "output_cache", "@functools.lru_cache caches"),
+    ("@functools.cache", "output_cache", "@functools.cache caches"),
+    ("@functools.cached_property", "output_cache", "@functools.cached_property caches"),
+    ("@torch.compile", "torch_compute", "@torch.compile: torch compilers"),
+    ("@torch.jit.script", "torch_compute", "@torch.jit.script: torch compilers"),
+    ("@functools.wraps(cuda_ext.f)", None, None),
+    ("@cache", None, None),  # the file's own decorator that happens to be called cache
+])
+def test_a_decorator_that_caches_or_compiles_is_flagged_at_its_line(deco, rule, named):
+    src = ("import functools\nfrom functools import lru_cache\n\ndef cache(f):\n    return f\n\n"
+           f"{deco}\ndef helper(t):\n    return cuda_ext.f(t)\n\n" + model("return helper(x)"))
+    found = py(src)
+    if rule is None:
+        assert rejecting(found) == [], found
+    else:
+        assert [(line, m.split("(")[0][:len(named)]) for line, m in at(found, rule)] == [(12, named)], found
+
+
+def test_torch_decorators_are_allowed_in_calibrate_mode():
+    src = HEADER + "@torch.compile\ndef helper(t):\n    return t\n\n" + model("return helper(x)")
+    assert rules(check_python(src, "model.py")) == {"torch_compute"}
+    assert rules(check_python(src, "model.py", calibrate=True)) == set()
+
+
+def test_a_property_setter_is_not_mistaken_for_a_module_decorator():
+    src = """
+    class ModelNew(nn.Module):
+        @property
+        def scale(self):
+            return 2.0
+
+        @scale.setter
+        def scale(self, v):
+            pass
+
+        def forward(self, x):
+            return cuda_ext.f(x, self.scale)
+    """
+    assert py(src) == []
+
+
+def test_a_lambda_is_named_in_the_finding():
+    found = py(model("return self.fn(x)", init="self.fn = lambda t: torch.sigmoid(t) * t"))
+    assert [(line, m.split(";")[0]) for line, m in at(found, "torch_compute")] == \
+        [(9, "calls torch.sigmoid in <lambda>()")], found
+
+
+def test_the_function_holding_torch_compute_is_named_in_the_finding():
+    src = model("return self._impl(x)") + "\n    def _impl(self, x):\n        return torch.sigmoid(x)\n"
+    [(line, message)] = at(py(src), "torch_compute")
+    assert line == 15 and message.startswith("calls torch.sigmoid in _impl(); the work must be done by your CUDA")
+    assert "allowed only in initialization code: __init__, prepare and what only they call" in message
+
+
+def test_a_fallback_names_its_line_and_the_except_branch():
+    found = py(model("try:\n    return cuda_ext.f(x)\nexcept RuntimeError:\n    return F.silu(x)"))
+    assert at(found, "fallback") == [(15, "calls torch.nn.functional.silu in an except branch: falling back to "
+                                          "torch compute")]
+
+
+def test_the_matmul_operator_is_named_at_its_line():
+    found = py(model("y = x\nreturn y @ y"))
+    assert [(line, m.split(" in ")[0]) for line, m in at(found, "torch_compute")] == [(13, "uses the @ operator")]
+
+
+def test_global_and_nonlocal_state_written_in_a_call_is_a_warning():
+    found = py("A = B = None\n" + model("global A, B\nA = x\ndef g():\n    nonlocal x\n    x = 1\nreturn cuda_ext.f(x)"))
+    state = [(f.line, f.severity, f.message.split(":")[0]) for f in found if f.rule == "state_across_calls"]
+    assert state == [(13, "warn", "global A, B"), (16, "warn", "global x")], found  # nonlocal reads as global
+    assert "carry results across calls" in found[0].message
+    assert py("global A\nA = 1\n" + model("return cuda_ext.f(x)")) == []  # module level: nothing is called yet
+
+
+@pytest.mark.parametrize("call,writes", [("open('log.txt', 'w')", True), ("open('log.txt', mode='a')", True),
+                                         ("open('log.txt', 'r+')", True),
+                                         ("open('log.txt', encoding='utf-8', mode='x')", True),
+                                         ("open('log.txt')", False), ("open('log.txt', 'r')", False),
+                                         ("open('log.txt', mode='r', encoding='ascii')", False),
+                                         ("open('log.txt', mode)", False)])
+def test_opening_a_file_for_writing_is_a_monkey_patch(call, writes):
+    found = py(model(f"mode = 'r'\nf = {call}\nreturn cuda_ext.f(x)"))
+    assert at(found, "monkey_patch") == ([(13, "opens a file for writing")] if writes else []), found
