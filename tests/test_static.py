@@ -577,3 +577,22 @@ def test_global_and_nonlocal_state_written_in_a_call_is_a_warning():
 def test_opening_a_file_for_writing_is_a_monkey_patch(call, writes):
     found = py(model(f"mode = 'r'\nf = {call}\nreturn cuda_ext.f(x)"))
     assert at(found, "monkey_patch") == ([(13, "opens a file for writing")] if writes else []), found
+
+
+def test_a_workspace_without_model_new_is_told_what_to_add(tmp_path):
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "k.cu").write_text("__global__ void k() {}\n")
+    [f] = check_solution(load_solution(tmp_path))
+    assert (f.rule, f.file, f.line, f.severity) == ("layout", "model_new.py", 0, REJECT)
+    assert f.message == "no model_new.py: a workspace solution needs model_new.py defining ModelNew"
+
+
+def test_a_source_file_too_large_to_read_is_a_layout_finding_naming_it(tmp_path):
+    from cuda_agent.sandbox.solution import MAX_SOURCE_BYTES
+
+    (tmp_path / "model_new.py").write_text(HEADER + model("return cuda_ext.f(x)"))
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "big.cu").write_text("//" + " " * MAX_SOURCE_BYTES + "\n")
+    found = check_solution(load_solution(tmp_path))
+    assert [(f.rule, f.file, f.line, f.severity) for f in found] == [("layout", "kernels/big.cu", 0, REJECT)]
+    assert found[0].message.startswith("cannot read: ") and f"larger than {MAX_SOURCE_BYTES} bytes" in found[0].message
