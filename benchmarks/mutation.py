@@ -60,6 +60,15 @@ def copy_tree(dest: Path) -> None:
             shutil.copy2(src, dest / rel)
 
 
+def copy_tests(dest: Path) -> None:
+    """A resumed run reads the tests as they are now: the mutants left (and any named by --rerun) meet the tests
+    written since the run started. mutmut's own copy is dest/mutants/tests."""
+    for copy in (dest / "tests", dest / "mutants" / "tests"):
+        if copy.exists():
+            shutil.rmtree(copy)
+        shutil.copytree(ROOT / "tests", copy, ignore=shutil.ignore_patterns("__pycache__"))
+
+
 def configure(dest: Path, modules: list[str], tests: list[str], deselect: list[str]) -> None:
     selection = ", ".join(f'"{t}"' for t in tests)
     only = ", ".join(f'"src/cuda_agent/sandbox/{m}.py"' for m in modules)
@@ -136,7 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=None, help="stop mutmut after this many seconds")
     ap.add_argument("--out", type=Path, default=None, help="JSON: per-module table and every survivor")
     ap.add_argument("--diffs", type=Path, default=None, help="text: the diff of every survivor")
-    ap.add_argument("--resume", action="store_true", help="keep --work as it is and go on where mutmut stopped")
+    ap.add_argument("--resume", action="store_true", help="keep --work as it is and go on where mutmut stopped; "
+                    "tests/ is copied again, so tests written since are used (mutmut collects stats for new tests)")
+    ap.add_argument("--rerun", type=Path, default=None, help="with --resume: check again only the mutants named in "
+                    "this file (one a line, e.g. the survivors before new tests were written)")
     args = ap.parse_args(argv)
     modules = args.modules.split(",")
     deselect = DESELECT + [t for t in args.deselect.split(",") if t]
@@ -144,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.resume and (work / "mutants").exists()):
         copy_tree(work)
         configure(work, modules, args.tests.split(), deselect)
+    else:
+        copy_tests(work)
     path = [str(work / "mutants" / "src"), str(SUPPORT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(path),
                CUDA_AGENT_MUTATION_HITS=str(work / "worker_hits.txt"), CUDA_VISIBLE_DEVICES="",
@@ -153,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     # the tests in mutmut's own process would import the unmutated package instead
     (work / "mutants" / "src").mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    proc = subprocess.Popen([*MUTMUT, "run", "--max-children", str(args.children)], cwd=work, env=env,
+    names = args.rerun.read_text().split() if args.rerun else []
+    proc = subprocess.Popen([*MUTMUT, "run", "--max-children", str(args.children), *names], cwd=work, env=env,
                             stdout=open(work / "mutmut_run.log", "w"), stderr=subprocess.STDOUT)
     try:
         proc.wait(timeout=args.time_limit)

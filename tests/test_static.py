@@ -590,9 +590,20 @@ def test_a_workspace_without_model_new_is_told_what_to_add(tmp_path):
 def test_a_source_file_too_large_to_read_is_a_layout_finding_naming_it(tmp_path):
     from cuda_agent.sandbox.solution import MAX_SOURCE_BYTES
 
-    (tmp_path / "model_new.py").write_text(HEADER + model("return cuda_ext.f(x)"))
+    (tmp_path / "model_new.py").write_text("import threading\n" + HEADER + model("return cuda_ext.f(x)"))
     (tmp_path / "kernels").mkdir()
     (tmp_path / "kernels" / "big.cu").write_text("//" + " " * MAX_SOURCE_BYTES + "\n")
-    found = check_solution(load_solution(tmp_path))
-    assert [(f.rule, f.file, f.line, f.severity) for f in found] == [("layout", "kernels/big.cu", 0, REJECT)]
+    found = check_solution(load_solution(tmp_path))  # the files after the unreadable one are still checked
+    assert [(f.rule, f.file, f.line, f.severity) for f in found] == [("layout", "kernels/big.cu", 0, REJECT),
+                                                                     ("threads", "model_new.py", 1, REJECT)]
     assert found[0].message.startswith("cannot read: ") and f"larger than {MAX_SOURCE_BYTES} bytes" in found[0].message
+
+
+def test_check_solution_passes_its_rule_set_and_calibrate_mode_to_every_file(tmp_path):
+    (tmp_path / "model_new.py").write_text(HEADER + model("return cuda_ext.f(torch.sigmoid(x))"))
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "k.cu").write_text("torch::Tensor f(torch::Tensor a) {\n  return at::matmul(a, a);\n}\n")
+    sol = load_solution(tmp_path)
+    assert sorted((f.file, f.line) for f in check_solution(sol)) == [("kernels/k.cu", 2), ("model_new.py", 12)]
+    assert check_solution(sol, rules="kernelbench") == []
+    assert [(f.file, f.line) for f in check_solution(sol, calibrate=True)] == [("kernels/k.cu", 2)]
