@@ -607,3 +607,18 @@ def test_check_solution_passes_its_rule_set_and_calibrate_mode_to_every_file(tmp
     assert sorted((f.file, f.line) for f in check_solution(sol)) == [("kernels/k.cu", 2), ("model_new.py", 12)]
     assert check_solution(sol, rules="kernelbench") == []
     assert [(f.file, f.line) for f in check_solution(sol, calibrate=True)] == [("kernels/k.cu", 2)]
+
+
+def test_a_model_file_without_model_new_keeps_its_tampering_findings_and_names_itself(tmp_path):
+    (tmp_path / "model_new.py").write_text("import threading\nimport torch\n\nclass Fast(torch.nn.Module):\n"
+                                           "    def forward(self, x):\n        return torch.relu(x)\n")
+    found = check_solution(load_solution(tmp_path))
+    assert [(f.rule, f.file, f.line) for f in found] == [("threads", "model_new.py", 1),
+                                                         ("no_model_new", "model_new.py", 0)]
+    assert found[1].message.startswith("defines no ModelNew: the harness instantiates ModelNew")
+
+
+def test_model_new_imported_from_a_sibling_file_is_bound(tmp_path):
+    (tmp_path / "impl.py").write_text(HEADER + model("return cuda_ext.f(x)"))
+    (tmp_path / "model_new.py").write_text("from impl import ModelNew\n")
+    assert check_solution(load_solution(tmp_path)) == []
