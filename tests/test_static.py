@@ -615,10 +615,65 @@ def test_a_model_file_without_model_new_keeps_its_tampering_findings_and_names_i
     found = check_solution(load_solution(tmp_path))
     assert [(f.rule, f.file, f.line) for f in found] == [("threads", "model_new.py", 1),
                                                          ("no_model_new", "model_new.py", 0)]
-    assert found[1].message.startswith("defines no ModelNew: the harness instantiates ModelNew")
+    assert found[1].message == ("defines no ModelNew: the harness instantiates ModelNew, so the file needs "
+                                "class ModelNew(nn.Module) (or ModelNew = YourClass)")
 
 
 def test_model_new_imported_from_a_sibling_file_is_bound(tmp_path):
     (tmp_path / "impl.py").write_text(HEADER + model("return cuda_ext.f(x)"))
     (tmp_path / "model_new.py").write_text("from impl import ModelNew\n")
     assert check_solution(load_solution(tmp_path)) == []
+
+
+# Every finding (rule, line, message) of one statement in forward. The message is what the agent reads to fix its
+# code, so it is pinned whole. HEADER + "import os\nimport sys\n" puts forward's first statement on line 14.
+TAIL = ("; the work must be done by your CUDA kernels (under the cuda-agent rules torch compute is allowed only in "
+        "initialization code: __init__, prepare and what only they call)")
+FORWARD_FINDINGS = [
+    ('m = sys.modules', [('monkey_patch', 14, 'uses sys.modules')]),
+    ('sys.settrace(None)', [('monkey_patch', 14, 'uses sys.settrace')]),
+    ('v = sys.version', []),
+    ("os.system('ls')", [('forbidden_import', 14, 'uses os.system')]),
+    ('os.fork()', [('threads', 14, 'uses os.fork')]),
+    ("os.spawnv(0, 'a', [])", [('threads', 14, 'uses os.spawnv')]),
+    ('e = os.environ', [('forbidden_import', 14, 'uses os.environ')]),
+    ("p = os.path.join('a', 'b')", []),
+    ('f = torch._C._nn.gelu', [('private_torch', 14, 'uses torch internals (torch._C._nn.gelu)'), ('private_torch', 14, 'uses torch internals (torch._C._nn)'), ('private_torch', 14, 'uses torch internals (torch._C)')]),
+    ('v = torch.__version__', []),
+    ('s = torch.cuda.current_stream()', []),
+    ('with torch.cuda.stream(s0):\n    pass', [('side_stream', 14, 'uses torch.cuda.stream: all work must run on the current stream')]),
+    ('y = torch.ops.aten.relu(x)', [('torch_compute', 14, 'calls torch operators through torch.ops.aten.relu'), ('torch_compute', 14, 'calls torch operators through torch.ops.aten')]),
+    ('y = torch.ops.cuda_ext.f(x)', []),
+    ('t = torch.backends.cuda.matmul.allow_tf32', [('precision', 14, 'reads or changes torch.backends.cuda.matmul.allow_tf32; precision is set by the harness')]),
+    ('torch.backends.cuda.matmul.allow_tf32 = True', [('monkey_patch', 14, 'assigns to torch.backends.cuda.matmul.allow_tf32: patching a module is not allowed')]),
+    ('t = torch.backends.cudnn.flags', [('precision', 14, 'reads or changes torch.backends.cudnn.flags; precision is set by the harness')]),
+    ('d = x.__dict__', [('monkey_patch', 14, 'touches .__dict__ (reaching into objects or frames)')]),
+    ('b = __builtins__', [('monkey_patch', 14, 'touches __builtins__')]),
+    ("c = compile('1', 'f', 'eval')", [('monkey_patch', 14, 'calls compile(): dynamic code is not allowed')]),
+    ('g = globals()', [('monkey_patch', 14, 'calls globals(): dynamic code is not allowed')]),
+    ("delattr(self, 'a')", [('monkey_patch', 14, 'calls delattr(): dynamic code is not allowed')]),
+    ("setattr(x, 'a', 1)", [('monkey_patch', 14, 'setattr on something other than self')]),
+    ('y = torch.compile(f)', [('torch_compute', 14, 'torch.compile: compiling with torch is not a CUDA solution')]),
+    ('y = torch.jit.trace(f, x)', [('torch_compute', 14, 'torch.jit.trace: compiling with torch is not a CUDA solution')]),
+    ('g = torch.cuda.CUDAGraph()', []),
+    ('torch.cuda.synchronize()', []),
+    ("m = torch.utils.cpp_extension.load_inline('a', 'b')", []),
+    ('p = torch.nn.Parameter(x)', []),
+    ('nn.init.zeros_(x)', []),
+    ('y = torch.linalg.norm(x)', [('torch_compute', 14, 'calls torch.linalg.norm in forward()' + TAIL)]),
+    ('y = torch.fft.fft(x)', [('torch_compute', 14, 'calls torch.fft.fft in forward()' + TAIL)]),
+    ('y = torch.special.expit(x)', [('torch_compute', 14, 'calls torch.special.expit in forward()' + TAIL)]),
+    ('y = torch.empty_like(x)', []),
+    ('l = nn.Linear(3, 4)', [('torch_compute', 14, 'builds a torch layer torch.nn.Linear outside __init__/prepare')]),
+    ('act = F.relu\nreturn act(x)', [('torch_compute', 15, 'calls torch.nn.functional.relu in forward()' + TAIL)]),
+    ('self.cache = x', [('state_across_calls', 14, 'stores self.cache during a call; results must not be carried across calls (the harness checks this at run time)')]),
+    ('self.cache[0] = x', [('state_across_calls', 14, 'writes into self.cache[...] during a call (a cache)')]),
+    ('y = x.float()', [('torch_compute', 14, 'calls the tensor method .float() in forward()' + TAIL)]),
+    ('y = x.cpu()', [('torch_compute', 14, 'calls .cpu() in forward(): moving data to the host to compute there is not a CUDA solution')]),
+]
+
+
+@pytest.mark.parametrize("stmt,expected", FORWARD_FINDINGS, ids=[s.split("\n")[-1][:40] for s, _ in FORWARD_FINDINGS])
+def test_every_finding_of_a_statement_in_forward(stmt, expected):
+    found = py("import os\nimport sys\n" + model(stmt + "\nreturn cuda_ext.f(x)"))
+    assert [(f.rule, f.line, f.message) for f in found] == expected
