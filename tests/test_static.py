@@ -677,3 +677,141 @@ FORWARD_FINDINGS = [
 def test_every_finding_of_a_statement_in_forward(stmt, expected):
     found = py("import os\nimport sys\n" + model(stmt + "\nreturn cuda_ext.f(x)"))
     assert [(f.rule, f.line, f.message) for f in found] == expected
+
+
+# Every finding of a whole file (after HEADER, so its first line is line 6); a fourth item is a severity other than reject.
+FILE_FINDINGS = [
+    (
+        'class Lazy(torch.Tensor):\n'
+        '    pass\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return Lazy(x)\n',
+     [('lazy_tensor', 6, 'class Lazy subclasses torch.Tensor (tensor subclasses can defer or fake work)')]),
+    (
+        'from torch import Tensor\n'
+        'class Lazy(Tensor):\n'
+        '    def __torch_function__(self, *a):\n'
+        '        return 1\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return Lazy(x)\n',
+     [('lazy_tensor', 7, 'class Lazy subclasses torch.Tensor (tensor subclasses can defer or fake work)'), ('lazy_tensor', 8, 'defines __torch_function__: intercepting torch dispatch is not allowed')]),
+    (
+        'from model import Model\n'
+        'class ModelNew(Model):\n'
+        '    pass\n',
+     [('delegates_to_reference', 6, "imports the reference module 'model'"), ('delegates_to_reference', 6, 'imports the reference Model'), ('delegates_to_reference', 7, 'class ModelNew subclasses the reference Model'), ('delegates_to_reference', 7, 'refers to the reference Model')]),
+    (
+        'import model\n'
+        'class ModelNew(model.Model):\n'
+        '    pass\n',
+     [('delegates_to_reference', 6, "imports the reference module 'model'"), ('delegates_to_reference', 7, 'class ModelNew subclasses the reference Model')]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __getattr__(self, name):\n'
+        '        return 1\n'
+        '    def __call__(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n',
+     [('module_override', 7, 'overrides __getattr__ on a module; ModelNew is called through nn.Module.__call__ -> forward', 'warn'), ('module_override', 9, 'overrides __call__ on a module; ModelNew is called through nn.Module.__call__ -> forward', 'warn')]),
+    (
+        'class Base(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = torch.randn(3)\n'
+        '\n'
+        'class ModelNew(Base):\n'
+        '    def prepare(self):\n'
+        '        self.v = torch.sigmoid(self.w)\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.v)\n',
+     []),
+    (
+        'class Base(torch.nn.Module):\n'
+        '    pass\n'
+        '\n'
+        'class ModelNew(Base):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.v = torch.sigmoid(torch.ones(3))\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.v)\n',
+     []),
+    (
+        'class Plain:\n'
+        '    def __init__(self):\n'
+        '        self.v = torch.sigmoid(torch.ones(3))\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, Plain().v)\n',
+     [('state_across_calls', 8, 'stores self.v during a call; results must not be carried across calls (the harness checks this at run time)', 'warn'), ('torch_compute', 8, 'calls torch.sigmoid in __init__()' + TAIL), ('torch_compute', 12, 'constructs Plain, whose __init__/prepare runs torch operators, in forward()' + TAIL)]),
+    (
+        'class Holder(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.conv = nn.Conv2d(3, 3, 1)\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.h = Holder()\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n',
+     []),
+    (
+        'class Holder(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.v = torch.sigmoid(torch.ones(3))\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, Holder().v)\n',
+     [('torch_compute', 13, 'constructs Holder, whose __init__/prepare runs torch operators, in forward()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    class Inner(nn.Module):\n'
+        '        def __init__(self):\n'
+        '            super().__init__()\n'
+        '            self.v = torch.ones(3).sigmoid()\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.inner = ModelNew.Inner()\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n',
+     []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.skip = nn.Identity()\n'
+        '        self.w = nn.Parameter(torch.ones(3))\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(self.skip(x))\n',
+     []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.act = nn.ReLU()\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(self.act(x))\n',
+     [('torch_compute', 11, 'calls the torch layer self.act in forward()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        y = Model\n'
+        '        return cuda_ext.f(x)\n',
+     [('delegates_to_reference', 8, 'refers to the reference Model')]),
+]
+
+
+@pytest.mark.parametrize("src,expected", FILE_FINDINGS, ids=[f"file{i}" for i in range(len(FILE_FINDINGS))])
+def test_every_finding_of_a_file(src, expected):
+    found = py(src)
+    assert [(f.rule, f.line, f.message, *([f.severity] if f.severity != REJECT else [])) for f in found] == expected
