@@ -815,3 +815,33 @@ FILE_FINDINGS = [
 def test_every_finding_of_a_file(src, expected):
     found = py(src)
     assert [(f.rule, f.line, f.message, *([f.severity] if f.severity != REJECT else [])) for f in found] == expected
+
+
+CPP_MIX = """#include <torch/extension.h>
+auto s = at::cuda::getCurrentCUDAStream();
+at::cuda::blas::dot<float>(h, n, a, 1, b, 1, r);
+int blocks = at::ceil_div(n, 256);
+at::zero_(out);
+auto y = torch::nn::functional::relu(x);
+at::mul_(a, b);
+auto z = at::matmul(a, b);
+auto w = a.relu() + a.size(0);
+std::thread t(f);
+"""
+
+
+def test_every_finding_of_a_cpp_source_in_order_with_its_line():
+    """CUDA utilities (a ::cuda:: namespace, even cuBLAS's dot), allowed names (zero_) and helpers that are no
+    torch operator (ceil_div) pass, and the scan goes on after them; operators are found by their last name, an
+    in-place variant by its base name."""
+    found = check_cpp(CPP_MIX, "kernels/k.cu")
+    assert [(f.rule, f.file, f.line, f.message) for f in found] == [
+        ("threads", "kernels/k.cu", 10, "starts threads or processes (std::thread)"),
+        ("torch_compute", "kernels/k.cu", 6, "calls the torch operator torch::nn::functional::relu() in C++; "
+                                             "write the kernel instead"),
+        ("torch_compute", "kernels/k.cu", 7, "calls the torch operator at::mul_() in C++; write the kernel instead"),
+        ("torch_compute", "kernels/k.cu", 8, "calls the torch operator at::matmul() in C++; write the kernel instead"),
+        ("torch_compute", "kernels/k.cu", 9, "calls .relu() on a tensor in C++; write the kernel instead"),
+    ]
+    assert [f.line for f in check_cpp(CPP_MIX, "k.cu", line_offset=10)] == [20, 16, 17, 18, 19]
+    assert [f.rule for f in check_cpp(CPP_MIX, "k.cu", rules="kernelbench")] == ["threads"]
