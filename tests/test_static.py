@@ -670,6 +670,10 @@ FORWARD_FINDINGS = [
     ('self.cache[0] = x', [('state_across_calls', 14, 'writes into self.cache[...] during a call (a cache)')]),
     ('y = x.float()', [('torch_compute', 14, 'calls the tensor method .float() in forward()' + TAIL)]),
     ('y = x.cpu()', [('torch_compute', 14, 'calls .cpu() in forward(): moving data to the host to compute there is not a CUDA solution')]),
+    ('x[0] += 1', [('input_mutation', 14, 'writes into the input x[...]')]),
+    ('self.count += 1', [('state_across_calls', 14, 'stores self.count during a call; results must not be carried across calls (the harness checks this at run time)')]),
+    ('out: torch.Tensor = torch.empty_like(x)', []),
+    ('n: int = x.numel()', []),
 ]
 
 
