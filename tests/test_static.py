@@ -812,6 +812,20 @@ FILE_FINDINGS = [
         '        y = Model\n'
         '        return cuda_ext.f(x)\n',
      [('delegates_to_reference', 8, 'refers to the reference Model')]),
+    (
+        'import types\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        ref = types.SimpleNamespace()\n'
+        '        ref.act = torch.sigmoid\n'
+        '        self.acts = {}\n'
+        '        self.acts["a"] = F.relu\n'
+        '        self.act = cuda_ext.f\n'
+        '    def forward(self, x):\n'
+        '        return self.act(x)\n',
+     []),
 ]
 
 
