@@ -826,6 +826,14 @@ FILE_FINDINGS = [
         '    def forward(self, x):\n'
         '        return self.act(x)\n',
      []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.launch = cuda_ext.kernels.Swish()\n'
+        '    def forward(self, x):\n'
+        '        return self.launch(x)\n',
+     []),
 ]
 
 
