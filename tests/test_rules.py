@@ -174,6 +174,14 @@ def test_a_main_block_is_not_judged_but_module_level_tampering_is():
     assert found(MODEL + "\nif torch.cuda.is_available():\n    import threading\n") == ["threads"]
 
 
+@pytest.mark.parametrize("test,judged", [('"__main__" == __name__', False), ('__name__ != "__main__"', True),
+                                         ('__name__ == "model_new"', True)])
+def test_only_a_true_main_block_is_left_unjudged(test, judged):
+    """The body of ``if __name__ != "__main__":`` runs when the harness imports the file (it was once skipped
+    like a main block)."""
+    assert found(MODEL + f"\nif {test}:\n    import threading\n") == (["threads"] if judged else [])
+
+
 def test_init_code_may_use_private_torch_helpers_and_what_only_init_calls_is_init_code():
     src = """
     class ModelNew(nn.Module):

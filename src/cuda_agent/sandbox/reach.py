@@ -154,12 +154,12 @@ def _module_level(tree: ast.Module):
 
 
 def _is_main_block(node: ast.AST) -> bool:
-    """``if __name__ == "__main__":``"""
+    """``if __name__ == "__main__":`` (``==`` only: the body of ``if __name__ != "__main__":`` runs at import)"""
     if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
         return False
     t = node.test
     sides = [t.left, *t.comparators]
-    return (len(sides) == 2 and any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
+    return (len(sides) == 2 and isinstance(t.ops[0], ast.Eq) and any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
             and any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides))
 
 
