@@ -60,13 +60,15 @@ def copy_tree(dest: Path) -> None:
             shutil.copy2(src, dest / rel)
 
 
-def copy_tests(dest: Path) -> None:
-    """A resumed run reads the tests as they are now: the mutants left (and any named by --rerun) meet the tests
-    written since the run started. mutmut's own copy is dest/mutants/tests."""
-    for copy in (dest / "tests", dest / "mutants" / "tests"):
-        if copy.exists():
-            shutil.rmtree(copy)
-        shutil.copytree(ROOT / "tests", copy, ignore=shutil.ignore_patterns("__pycache__"))
+def refresh_tree(dest: Path) -> None:
+    """A resumed run reads src/ and tests/ as they are now: the mutants left (and any named by --rerun) meet the
+    tests written since the run started, and mutmut mutates again the functions that changed (it keeps the
+    results of the others). mutmut runs the tests from its own copy, dest/mutants/tests."""
+    for name in ("src", "tests"):
+        for copy in (dest / name, *([dest / "mutants" / name] if name == "tests" else [])):
+            if copy.exists():
+                shutil.rmtree(copy)
+            shutil.copytree(ROOT / name, copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
 
 
 def configure(dest: Path, modules: list[str], tests: list[str], deselect: list[str]) -> None:
@@ -146,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="JSON: per-module table and every survivor")
     ap.add_argument("--diffs", type=Path, default=None, help="text: the diff of every survivor")
     ap.add_argument("--resume", action="store_true", help="keep --work as it is and go on where mutmut stopped; "
-                    "tests/ is copied again, so tests written since are used (mutmut collects stats for new tests)")
+                    "src/ and tests/ are copied again, so tests written since are used (mutmut collects stats for new tests)")
     ap.add_argument("--rerun", type=Path, default=None, help="with --resume: check again only the mutants named in "
                     "this file (one a line, e.g. the survivors before new tests were written)")
     args = ap.parse_args(argv)
@@ -157,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         copy_tree(work)
         configure(work, modules, args.tests.split(), deselect)
     else:
-        copy_tests(work)
+        refresh_tree(work)
     path = [str(work / "mutants" / "src"), str(SUPPORT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(path),
                CUDA_AGENT_MUTATION_HITS=str(work / "worker_hits.txt"), CUDA_VISIBLE_DEVICES="",

@@ -871,3 +871,199 @@ def test_every_finding_of_a_cpp_source_in_order_with_its_line():
     ]
     assert [f.line for f in check_cpp(CPP_MIX, "k.cu", line_offset=10)] == [20, 16, 17, 18, 19]
     assert [f.rule for f in check_cpp(CPP_MIX, "k.cu", rules="kernelbench")] == ["threads"]
+
+
+# What evaluation executes (reach.py): every finding of a file whose parts are reached, or not, in different ways.
+JUDGED_FINDINGS = [
+    (
+        'class Fast(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'ModelNew: type = Fast\n',
+     []),
+    (
+        'class Fast(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'try:\n'
+        '    ModelNew = Fast\n'
+        'except ImportError:\n'
+        '    pass\n',
+     []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'if "__main__" == __name__:\n'
+        '    import threading\n',
+     []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'if __name__ != "__main__":\n'
+        '    import threading\n',
+     [('threads', 11, 'imports threading (starts threads); not allowed in a solution')]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'if __name__ == "model_new":\n'
+        '    import threading\n',
+     [('threads', 11, 'imports threading (starts threads); not allowed in a solution')]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return getattr(cuda_ext, "f")(x)\n'
+        '\n'
+        'def f(x):\n'
+        '    return torch.sigmoid(x)\n',
+     [('torch_compute', 11, 'calls torch.sigmoid in f()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        '@cuda_ext.register\n'
+        'def hook(x):\n'
+        '    return torch.sigmoid(x)\n',
+     [('torch_compute', 12, 'calls torch.sigmoid in hook()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = make_w()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n'
+        '\n'
+        'def make_w(scale=torch.sigmoid(torch.ones(1))):\n'
+        '    return helper() * scale\n'
+        '\n'
+        'def helper():\n'
+        '    return torch.randn(3)\n',
+     []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = make_w()\n'
+        '        self.g = lambda: make_w()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n'
+        '\n'
+        'def make_w():\n'
+        '    return torch.randn(3)\n',
+     [('torch_compute', 16, 'calls torch.randn in make_w()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = make_w()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n'
+        '\n'
+        '@functools.wraps(cuda_ext.f)\n'
+        'def make_w():\n'
+        '    return torch.randn(3)\n',
+     [('torch_compute', 16, 'calls torch.randn in make_w()' + TAIL)]),
+    (
+        'import functools\n'
+        'class Base(nn.Module):\n'
+        '    def go(self, x):\n'
+        '        return torch.sigmoid(x)\n'
+        '\n'
+        'class Fast(Base):\n'
+        '    def forward(self, x):\n'
+        '        return self.go(x)\n'
+        '\n'
+        'ModelNew = Fast\n',
+     [('torch_compute', 9, 'calls torch.sigmoid in go()' + TAIL)]),
+    (
+        'class Mixin:\n'
+        '    def go(self, x):\n'
+        '        return torch.sigmoid(x)\n'
+        '\n'
+        'class ModelNew(nn.Module, Mixin):\n'
+        '    def forward(self, x):\n'
+        '        return self.go(x)\n',
+     [('torch_compute', 8, 'calls torch.sigmoid in go()' + TAIL)]),
+    (
+        'class Unused(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return torch.sigmoid(x)\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n',
+     []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = self.build()\n'
+        '\n'
+        '    def build(self):\n'
+        '        return self.more()\n'
+        '\n'
+        '    def more(self):\n'
+        '        return torch.randn(3)\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n',
+     []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = self.build()\n'
+        '\n'
+        '    def build(self):\n'
+        '        return self.more()\n'
+        '\n'
+        '    def more(self):\n'
+        '        return torch.randn(3)\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.build())\n',
+     [('torch_compute', 15, 'calls torch.randn in more()' + TAIL)]),
+    (
+        'def helper(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'W = helper(torch.ones(3))\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, W)\n',
+     []),
+    (
+        'def helper(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, W)\n'
+        '\n'
+        'W = [helper][0](torch.ones(3))\n',
+     [('torch_compute', 7, 'calls torch.sigmoid in helper()' + TAIL)]),
+]
+
+
+@pytest.mark.parametrize("src,expected", JUDGED_FINDINGS, ids=[f"judged{i}" for i in range(len(JUDGED_FINDINGS))])
+def test_every_finding_of_a_file_judged_by_what_evaluation_executes(src, expected):
+    found = py(src)
+    assert [(f.rule, f.line, f.message, *([f.severity] if f.severity != REJECT else [])) for f in found] == expected
