@@ -674,6 +674,8 @@ FORWARD_FINDINGS = [
     ('self.count += 1', [('state_across_calls', 14, 'stores self.count during a call; results must not be carried across calls (the harness checks this at run time)')]),
     ('out: torch.Tensor = torch.empty_like(x)', []),
     ('n: int = x.numel()', []),
+    ('x[0], z = 0, 1', [('input_mutation', 14, 'writes into the input x[...]')]),
+    ('torch.relu, z = (lambda t: t), 1', [('monkey_patch', 14, 'assigns to torch.relu: patching a module is not allowed')]),
 ]
 
 
