@@ -676,6 +676,8 @@ FORWARD_FINDINGS = [
     ('n: int = x.numel()', []),
     ('x[0], z = 0, 1', [('input_mutation', 14, 'writes into the input x[...]')]),
     ('torch.relu, z = (lambda t: t), 1', [('monkey_patch', 14, 'assigns to torch.relu: patching a module is not allowed')]),
+    ('g = torch.jit.script(f)', [('torch_compute', 14, 'torch.jit.script: compiling with torch is not a CUDA solution')]),
+    ('out = torch.empty_like(x)\nout[0] = 1', []),
 ]
 
 
