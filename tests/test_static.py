@@ -678,6 +678,12 @@ FORWARD_FINDINGS = [
     ('torch.relu, z = (lambda t: t), 1', [('monkey_patch', 14, 'assigns to torch.relu: patching a module is not allowed')]),
     ('g = torch.jit.script(f)', [('torch_compute', 14, 'torch.jit.script: compiling with torch is not a CUDA solution')]),
     ('out = torch.empty_like(x)\nout[0] = 1', []),
+    ('m = nn.ModuleList()', []),
+    ('md = nn.ModuleDict()', []),
+    ('pl = nn.ParameterList()', []),
+    ('pd = nn.ParameterDict()', []),
+    ('i = nn.Identity()', []),
+    ('b = nn.Module()', []),
 ]
 
 
