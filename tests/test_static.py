@@ -1077,3 +1077,105 @@ JUDGED_FINDINGS = [
 def test_every_finding_of_a_file_judged_by_what_evaluation_executes(src, expected):
     found = py(src)
     assert [(f.rule, f.line, f.message, *([f.severity] if f.severity != REJECT else [])) for f in found] == expected
+
+
+# Every finding of the imports (line 6), at module level and in a function (a module-level line of its own).
+IMPORT_FINDINGS = [
+    (
+        'import torch.testing\n',
+     [('private_torch', 6, 'imports torch.testing: torch internals and compilers are off limits')]),
+    (
+        'import torch.library\n',
+     [('private_torch', 6, 'imports torch.library: torch internals and compilers are off limits')]),
+    (
+        'import torch.fx\n',
+     [('private_torch', 6, 'imports torch.fx: torch internals and compilers are off limits')]),
+    (
+        'from torch import fx\n',
+     [('private_torch', 6, 'imports torch.fx: torch internals and compilers are off limits')]),
+    (
+        'import torch.profiler\n',
+     [('private_torch', 6, 'imports torch.profiler: torch internals and compilers are off limits')]),
+    (
+        'import torch.autograd.profiler\n',
+     [('private_torch', 6, 'imports torch.autograd.profiler: torch internals and compilers are off limits')]),
+    (
+        'import torch.utils._pytree\n',
+     [('private_torch', 6, 'imports torch.utils._pytree: torch internals and compilers are off limits')]),
+    (
+        'import torch.compiler\n',
+     [('private_torch', 6, 'imports torch.compiler: torch internals and compilers are off limits')]),
+    (
+        'import torch.jit\n',
+     [('private_torch', 6, 'imports torch.jit: torch internals and compilers are off limits')]),
+    (
+        'import concurrent.futures\n',
+     [('threads', 6, 'imports concurrent.futures (starts threads); not allowed in a solution')]),
+    (
+        'import asyncio\n',
+     [('threads', 6, 'imports asyncio (runs tasks concurrently); not allowed in a solution')]),
+    (
+        'import sys.monitoring\n',
+     [('forbidden_import', 6, 'imports sys.monitoring (tracing); not allowed in a solution')]),
+    (
+        'import numba.cuda\n',
+     [('other_framework', 6, 'imports numba.cuda: solutions are CUDA C++; other kernel frameworks or kernel libraries are not allowed')]),
+    (
+        'from cuda_agent import sandbox\n',
+     [('harness_access', 6, 'imports the evaluation harness')]),
+    (
+        'import reference as ref\n',
+     [('delegates_to_reference', 6, "imports the reference module 'reference'")]),
+    (
+        'import torch.utils.cpp_extension\n',
+     []),
+    (
+        'from torch.utils.cpp_extension import load_inline\n',
+     []),
+    (
+        'import multiprocessing\n',
+     [('threads', 6, 'imports multiprocessing (starts processes); not allowed in a solution')]),
+    (
+        'import pickle\n',
+     [('forbidden_import', 6, 'imports pickle (serialization hooks); not allowed in a solution')]),
+    (
+        'from importlib import import_module\n',
+     [('forbidden_import', 6, 'imports importlib (dynamic imports); not allowed in a solution')]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        import torch.fx\n'
+        '        from torch import _C\n'
+        '    def forward(self, x):\n'
+        '        import torch.fx\n'
+        '        return cuda_ext.f(x)\n',
+     [('private_torch', 12, 'imports torch.fx: torch internals and compilers are off limits')]),
+    (
+        'from torch import fx\n',
+     [('private_torch', 6, 'imports torch.fx: torch internals and compilers are off limits')]),
+    (
+        'from torch import library, nn\n',
+     [('private_torch', 6, 'imports torch.library: torch internals and compilers are off limits')]),
+    (
+        'from torch.utils import _pytree\n',
+     [('private_torch', 6, 'imports torch.utils._pytree: torch internals and compilers are off limits')]),
+    (
+        'from torch import _C\n',
+     [('private_torch', 6, 'imports torch._C: torch internals and compilers are off limits')]),
+    (
+        'from torch.nn import functional as F2\n',
+     []),
+    (
+        'from torch.utils.cpp_extension import load_inline\n',
+     []),
+    (
+        'from torch import profiler as prof\n',
+     [('private_torch', 6, 'imports torch.profiler: torch internals and compilers are off limits')]),
+]
+
+
+@pytest.mark.parametrize("src,expected", IMPORT_FINDINGS, ids=[s.split("\n")[0][:40] for s, _ in IMPORT_FINDINGS])
+def test_every_finding_of_an_import(src, expected):
+    found = py(src)
+    assert [(f.rule, f.line, f.message, *([f.severity] if f.severity != REJECT else [])) for f in found] == expected
