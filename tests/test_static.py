@@ -684,6 +684,10 @@ FORWARD_FINDINGS = [
     ('pd = nn.ParameterDict()', []),
     ('i = nn.Identity()', []),
     ('b = nn.Module()', []),
+    ('y = torch.sparse.mm(x, y)', [('torch_compute', 14, 'calls torch.sparse.mm in forward()' + TAIL)]),
+    ('y = torch.nested.nested_tensor([x])', [('torch_compute', 14, 'calls torch.nested.nested_tensor in forward()' + TAIL)]),
+    ('d = torch.distributions.Normal(0, 1)', [('torch_compute', 14, 'calls torch.distributions.Normal in forward()' + TAIL)]),
+    ('w = torch.signal.windows.hann(8)', [('torch_compute', 14, 'calls torch.signal.windows.hann in forward()' + TAIL)]),
 ]
 
 
