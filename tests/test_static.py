@@ -1183,3 +1183,11 @@ IMPORT_FINDINGS = [
 def test_every_finding_of_an_import(src, expected):
     found = py(src)
     assert [(f.rule, f.line, f.message, *([f.severity] if f.severity != REJECT else [])) for f in found] == expected
+
+
+def test_a_keyword_only_argument_without_a_default_is_judged_not_a_crash():
+    """ast gives such an argument a None default; reach.py once walked it and raised."""
+    src = "class ModelNew(nn.Module):\n    def forward(self, x, *, out):\n        out.zero_()\n" \
+          "        return cuda_ext.f(x, out)\n\ndef get_inputs(*, n):\n    return [torch.rand(n)]\n"
+    assert [(f.rule, f.line, f.message) for f in py(src)] == \
+        [("input_mutation", 8, "calls out.zero_(): mutates an input in place")]

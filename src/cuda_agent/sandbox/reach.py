@@ -169,7 +169,8 @@ def _refs(node: ast.AST, body_only: bool = False) -> list[tuple[str, bool]]:
     out: list[tuple[str, bool]] = []
     roots = node.body if body_only and isinstance(node, _Def) else [node]
     if body_only and isinstance(node, _Def):  # decorators and defaults run where it is defined
-        roots = [*node.body, *node.decorator_list, *node.args.defaults, *node.args.kw_defaults]
+        roots = [*node.body, *node.decorator_list, *node.args.defaults,
+                 *(d for d in node.args.kw_defaults if d is not None)]  # None: a keyword-only argument without one
     direct_calls: set[int] = set()
 
     def walk(n: ast.AST, nested: bool) -> None:
