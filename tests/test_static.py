@@ -1074,6 +1074,206 @@ JUDGED_FINDINGS = [
         '\n'
         'W = [helper][0](torch.ones(3))\n',
      [('torch_compute', 7, 'calls torch.sigmoid in helper()' + TAIL)]),
+    (
+        'from impl import Fast as ModelNew\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n',
+     [('torch_compute', 9, 'calls torch.sigmoid in unused()' + TAIL)]),
+    (
+        'class Fast(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'ModelNew = cuda_ext.wrap(Fast)\n',
+     [('torch_compute', 11, 'calls torch.sigmoid in unused()' + TAIL)]),
+    (
+        'if cuda_ext.ok:\n'
+        '    class ModelNew(nn.Module):\n'
+        '        def forward(self, x):\n'
+        '            return cuda_ext.f(x)\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n',
+     [('torch_compute', 12, 'calls torch.sigmoid in unused()' + TAIL)]),
+    (
+        'import contextlib\n'
+        '\n'
+        'class Fast(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'with contextlib.nullcontext():\n'
+        '    ModelNew = Fast\n',
+     []),
+    (
+        'class Fast(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'for _ in range(1):\n'
+        '    pass\n'
+        'else:\n'
+        '    ModelNew = Fast\n',
+     []),
+    (
+        'class Fast(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'while False:\n'
+        '    pass\n'
+        'try:\n'
+        '    pass\n'
+        'finally:\n'
+        '    ModelNew = Fast\n',
+     []),
+    (
+        'class Fast(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'try:\n'
+        '    import fast_ext\n'
+        'except ImportError:\n'
+        '    ModelNew = Fast\n',
+     []),
+    (
+        'class Fast(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'if __name__ == "__main__":\n'
+        '    ModelNew = Fast\n',
+     [('torch_compute', 11, 'calls torch.sigmoid in unused()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return run(x)\n'
+        '\n'
+        'async def run(x):\n'
+        '    return torch.sigmoid(x)\n',
+     [('torch_compute', 11, 'calls torch.sigmoid in run()' + TAIL)]),
+    (
+        'class Meta(type):\n'
+        '    def __call__(cls, *a):\n'
+        '        return torch.sigmoid(torch.ones(1))\n'
+        '\n'
+        'def register(c):\n'
+        '    return c\n'
+        '\n'
+        '@register\n'
+        'class ModelNew(nn.Module, metaclass=Meta):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n',
+     [('module_override', 7, 'overrides __call__ on a module; ModelNew is called through nn.Module.__call__ -> forward', 'warn'), ('torch_compute', 8, 'calls torch.sigmoid in __call__()' + TAIL)]),
+    (
+        'def helper(t):\n'
+        '    return torch.sigmoid(t)\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    act = staticmethod(helper)\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(self.act(x))\n'
+        '\n'
+        'class Other(nn.Module):\n'
+        '    act = lambda t: unused(t)\n'
+        '\n'
+        'def unused(t):\n'
+        '    return torch.sigmoid(t)\n',
+     [('torch_compute', 7, 'calls torch.sigmoid in helper()' + TAIL)]),
+    (
+        'def make_w():\n'
+        '    return torch.randn(3)\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    W = make_w()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.W)\n',
+     []),
+    (
+        'def helper(t):\n'
+        '    return torch.sigmoid(t)\n'
+        '\n'
+        'ACT = lambda t: helper(t)\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n',
+     [('torch_compute', 7, 'calls torch.sigmoid in helper()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = f()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, g())\n'
+        '\n'
+        'def g():\n'
+        '    return f()\n'
+        '\n'
+        'def f():\n'
+        '    return torch.randn(3)\n',
+     [('torch_compute', 18, 'calls torch.randn in f()' + TAIL)]),
+    (
+        'class Base(nn.Module):\n'
+        '    pass\n'
+        '\n'
+        'class ModelNew(Base):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = make_w()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n'
+        '\n'
+        'def make_w():\n'
+        '    return torch.randn(3)\n',
+     []),
+    (
+        'class ModelNew(torch.nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = make_w()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n'
+        '\n'
+        'def make_w():\n'
+        '    return torch.randn(3)\n',
+     []),
+    (
+        'class ModelNew:\n'
+        '    def __init__(self):\n'
+        '        self.w = make_w()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n'
+        '\n'
+        'def make_w():\n'
+        '    return torch.randn(3)\n',
+     [('state_across_calls', 8, 'stores self.w during a call; results must not be carried across calls (the harness checks this at run time)', 'warn'), ('torch_compute', 14, 'calls torch.randn in make_w()' + TAIL)]),
 ]
 
 
