@@ -1391,3 +1391,20 @@ def test_a_keyword_only_argument_without_a_default_is_judged_not_a_crash():
           "        return cuda_ext.f(x, out)\n\ndef get_inputs(*, n):\n    return [torch.rand(n)]\n"
     assert [(f.rule, f.line, f.message) for f in py(src)] == \
         [("input_mutation", 8, "calls out.zero_(): mutates an input in place")]
+
+
+@pytest.mark.parametrize("call", ["torch.lu(x)", "torch.unique(x)"])
+def test_torch_functions_named_beside_the_aten_ones_are_compute(call):
+    """torch.lu and torch.unique are Python wrappers, not in torch._C._VariableFunctions: the list names them."""
+    assert at(py(model(f"y = {call}\nreturn cuda_ext.f(x)")), "torch_compute") == \
+        [(12, f"calls {call.split('(')[0]} in forward()" + TAIL)]
+
+
+@pytest.mark.parametrize("method", ["float()", "half()", "bfloat16()", "double()", "int()", "long()", "short()",
+                                    "bool()", "byte()", "char()", "type_as(y)", "__matmul__(y)", "apply_(abs)",
+                                    "map_(y, max)"])
+def test_conversions_and_python_side_tensor_methods_are_compute(method):
+    """Casts run an ATen kernel; apply_/map_ run Python per element; none of them is named like a torch function."""
+    name = method.split("(")[0]
+    assert at(py(model(f"z = x.{method}\nreturn cuda_ext.f(x)")), "torch_compute") == \
+        [(12, f"calls the tensor method .{name}() in forward()" + TAIL)]
