@@ -688,6 +688,7 @@ FORWARD_FINDINGS = [
     ('y = torch.nested.nested_tensor([x])', [('torch_compute', 14, 'calls torch.nested.nested_tensor in forward()' + TAIL)]),
     ('d = torch.distributions.Normal(0, 1)', [('torch_compute', 14, 'calls torch.distributions.Normal in forward()' + TAIL)]),
     ('w = torch.signal.windows.hann(8)', [('torch_compute', 14, 'calls torch.signal.windows.hann in forward()' + TAIL)]),
+    ('y = x.float()\nz = x.float()', [('torch_compute', 14, 'calls the tensor method .float() in forward()' + TAIL), ('torch_compute', 15, 'calls the tensor method .float() in forward()' + TAIL)]),
 ]
 
 
@@ -847,6 +848,16 @@ FILE_FINDINGS = [
         '        self.launch = cuda_ext.kernels.Swish()\n'
         '    def forward(self, x):\n'
         '        return self.launch(x)\n',
+     []),
+    (
+        'class Holder(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.conv = nn.Conv2d(3, 3, 1)\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, Holder().conv.weight)\n',
      []),
 ]
 
@@ -1408,3 +1419,53 @@ def test_conversions_and_python_side_tensor_methods_are_compute(method):
     name = method.split("(")[0]
     assert at(py(model(f"z = x.{method}\nreturn cuda_ext.f(x)")), "torch_compute") == \
         [(12, f"calls the tensor method .{name}() in forward()" + TAIL)]
+
+
+# C++ in a Python string is scanned when it carries a C++ marker and is longer than 30 characters (line 6).
+EMBEDDED_FINDINGS = [
+    (
+        'SRC = "__global__ void k(float* p) { std::thread t; }"\n',
+     [('threads', 6, 'starts threads or processes (std::thread)')]),
+    (
+        'SRC = "#include <thread>\\nvoid k(float* p) { p[0] = 1; }"\n',
+     [('threads', 6, 'starts threads or processes (#include <thread>)')]),
+    (
+        'SRC = "torch::Tensor f(torch::Tensor a) { std::thread t; return a; }"\n',
+     [('threads', 6, 'starts threads or processes (std::thread)')]),
+    (
+        'SRC = "at::Tensor f(at::Tensor a) { std::thread t; return a; }"\n',
+     [('threads', 6, 'starts threads or processes (std::thread)')]),
+    (
+        'SRC = "void launch(float* p) { k<<<1, 1>>>(p); std::thread t; }"\n',
+     [('threads', 6, 'starts threads or processes (std::thread)')]),
+    (
+        'SRC = "PYBIND11_MODULE(m, mod) { std::thread t; mod.def(0); }"\n',
+     [('threads', 6, 'starts threads or processes (std::thread)')]),
+    (
+        'SRC = "void k(float* p) { std::thread t(f); p[0] = 1; }"\n',
+     []),
+    (
+        'SRC = "__global__ void k(){  fork(); }"\n',
+     [('threads', 6, 'starts threads or processes (fork()')]),
+    (
+        'SRC = "__global__ void k(){ fork(); }"\n',
+     []),
+]
+
+
+@pytest.mark.parametrize("src,expected", EMBEDDED_FINDINGS, ids=[f"embedded{i}" for i in range(len(EMBEDDED_FINDINGS))])
+def test_every_finding_of_cpp_in_a_python_string(src, expected):
+    assert [(f.rule, f.line, f.message) for f in py(src)] == expected
+
+
+def test_the_same_finding_in_two_files_is_kept_once_per_file_and_reads_as_file_line_rule(tmp_path):
+    (tmp_path / "model_new.py").write_text(HEADER + model("return cuda_ext.f(x)"))
+    (tmp_path / "kernels").mkdir()
+    for name in ("a.cu", "b.cu"):
+        (tmp_path / "kernels" / name).write_text("torch::Tensor f(torch::Tensor a) { return at::mm(a, a); }\n")
+    found = check_solution(load_solution(tmp_path))
+    assert [str(f) for f in found] == [
+        f"kernels/{n}:1: [torch_compute] calls the torch operator at::mm() in C++; write the kernel instead"
+        for n in ("a.cu", "b.cu")]
+    assert found[0].to_dict() == {"rule": "torch_compute", "file": "kernels/a.cu", "line": 1, "severity": REJECT,
+                                  "message": "calls the torch operator at::mm() in C++; write the kernel instead"}
