@@ -859,6 +859,30 @@ FILE_FINDINGS = [
         '    def forward(self, x):\n'
         '        return cuda_ext.f(x, Holder().conv.weight)\n',
      []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.act = torch.sigmoid\n'
+        '        self.conv = nn.Conv2d(3, 3, 1)\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        y = self.act(x)\n'
+        '        return self.conv.forward(y)\n',
+     [('torch_compute', 13, 'calls torch.sigmoid in forward()' + TAIL), ('torch_compute', 14, 'calls the torch layer self.conv.forward in forward()' + TAIL)]),
+    (
+        'class Inner(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.inner = Inner()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return self.inner.forward(x)\n',
+     []),
 ]
 
 
