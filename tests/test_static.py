@@ -689,6 +689,22 @@ FORWARD_FINDINGS = [
     ('d = torch.distributions.Normal(0, 1)', [('torch_compute', 14, 'calls torch.distributions.Normal in forward()' + TAIL)]),
     ('w = torch.signal.windows.hann(8)', [('torch_compute', 14, 'calls torch.signal.windows.hann in forward()' + TAIL)]),
     ('y = x.float()\nz = x.float()', [('torch_compute', 14, 'calls the tensor method .float() in forward()' + TAIL), ('torch_compute', 15, 'calls the tensor method .float() in forward()' + TAIL)]),
+    ('y = torch.ops.prims.add(x, x)', [('torch_compute', 14, 'calls torch operators through torch.ops.prims.add'), ('torch_compute', 14, 'calls torch operators through torch.ops.prims')]),
+    ('y = torch.ops.quantized.add(x, x, 1.0, 0)', [('torch_compute', 14, 'calls torch operators through torch.ops.quantized.add'), ('torch_compute', 14, 'calls torch operators through torch.ops.quantized')]),
+    ('y = torch.ops.inductor.resize_storage_bytes_(x, 0)', [('torch_compute', 14, 'calls torch operators through torch.ops.inductor.resize_storage_bytes_'), ('torch_compute', 14, 'calls torch operators through torch.ops.inductor')]),
+    ('o = torch.ops', []),
+    ('t = torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction', [('precision', 14, 'reads or changes torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction; precision is set by the harness')]),
+    ('t = torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction', [('precision', 14, 'reads or changes torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction; precision is set by the harness')]),
+    ('t = torch.backends.cudnn.enabled', []),
+    ('s = torch.cuda.Stream()', [('side_stream', 14, 'uses torch.cuda.Stream: all work must run on the current stream')]),
+    ('s = torch.cuda.ExternalStream(0)', [('side_stream', 14, 'uses torch.cuda.ExternalStream: all work must run on the current stream')]),
+    ("y = getattr(torch, 'sigmoid')(x)", [('torch_compute', 14, 'calls torch.sigmoid in forward()' + TAIL)]),
+    ("y = getattr(F, 'relu')(x)", [('torch_compute', 14, 'calls torch.nn.functional.relu in forward()' + TAIL)]),
+    ("setattr(self, 'scale', 2.0)", []),
+    ("e = eval('1')", [('monkey_patch', 14, 'calls eval(): dynamic code is not allowed')]),
+    ('l = locals()', [('monkey_patch', 14, 'calls locals(): dynamic code is not allowed')]),
+    ('v = vars(x)', [('monkey_patch', 14, 'calls vars(): dynamic code is not allowed')]),
+    ('breakpoint()', [('monkey_patch', 14, 'calls breakpoint(): dynamic code is not allowed')]),
 ]
 
 
@@ -882,6 +898,42 @@ FILE_FINDINGS = [
         '\n'
         '    def forward(self, x):\n'
         '        return self.inner.forward(x)\n',
+     []),
+    (
+        'from torch.nn.modules.module import Module\n'
+        '\n'
+        'class ModelNew(Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = torch.randn(3).sigmoid()\n'
+        '        self.v = torch.ops.aten.relu(self.w)\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n',
+     []),
+    (
+        'import torch as T\n'
+        '\n'
+        'class ModelNew(T.nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = T.randn(3).sigmoid()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n',
+     []),
+    (
+        'from torch.nn import Module\n'
+        '\n'
+        'class Base(Module):\n'
+        '    pass\n'
+        '\n'
+        'class ModelNew(Base):\n'
+        '    def prepare(self):\n'
+        '        self.w = torch.randn(3).sigmoid()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n',
      []),
 ]
 
@@ -1493,3 +1545,20 @@ def test_the_same_finding_in_two_files_is_kept_once_per_file_and_reads_as_file_l
         for n in ("a.cu", "b.cu")]
     assert found[0].to_dict() == {"rule": "torch_compute", "file": "kernels/a.cu", "line": 1, "severity": REJECT,
                                   "message": "calls the torch operator at::mm() in C++; write the kernel instead"}
+
+
+def test_calibrate_mode_judges_the_reference_itself():
+    """--calibrate times the task's own Model as the candidate: its name, torch ops and layers are not findings,
+    but tampering still is."""
+    src = HEADER + ("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                    "        self.fc = nn.Linear(4, 4)\n\n    def forward(self, x):\n"
+                    "        y = torch.ops.aten.relu(self.fc(x))\n        return F.gelu(y @ y.t()).float()\n\n"
+                    "ModelNew = Model\nimport threading\n")
+    assert rules(check_python(src, "model.py")) == {"torch_compute", "threads"}
+    assert [(f.rule, f.line) for f in check_python(src, "model.py", calibrate=True)] == [("threads", 16)]
+
+
+def test_a_syntax_error_names_the_parser_message():
+    [f] = check_python("class ModelNew:\n    def forward(self, x)\n        return x\n", "model_new.py")
+    assert (f.rule, f.file, f.line, f.severity) == ("syntax", "model_new.py", 2, REJECT)
+    assert f.message.startswith("syntax error: ") and "expected ':'" in f.message
