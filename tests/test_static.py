@@ -935,6 +935,36 @@ FILE_FINDINGS = [
         '    def forward(self, x):\n'
         '        return cuda_ext.f(x, self.w)\n',
      []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return forward(x, torch.empty_like(x))\n'
+        '\n'
+        'def forward(x, out):\n'
+        '    out.zero_()\n'
+        '    return cuda_ext.f(x, out)\n',
+     []),
+    (
+        'class Lazy:\n'
+        '    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):\n'
+        '        return func(*args)\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, Lazy)\n',
+     [('lazy_tensor', 7, 'defines __torch_dispatch__: intercepting torch dispatch is not allowed')]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __getattribute__(self, name):\n'
+        '        return super().__getattribute__(name)\n'
+        '\n'
+        '    def __setattr__(self, name, value):\n'
+        '        super().__setattr__(name, value)\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        n = x.__len__()\n'
+        '        return cuda_ext.f(x)\n',
+     [('module_override', 7, 'overrides __getattribute__ on a module; ModelNew is called through nn.Module.__call__ -> forward', 'warn'), ('monkey_patch', 8, 'touches .__getattribute__ (reaching into objects or frames)'), ('module_override', 10, 'overrides __setattr__ on a module; ModelNew is called through nn.Module.__call__ -> forward', 'warn')]),
 ]
 
 
