@@ -705,6 +705,7 @@ FORWARD_FINDINGS = [
     ('l = locals()', [('monkey_patch', 14, 'calls locals(): dynamic code is not allowed')]),
     ('v = vars(x)', [('monkey_patch', 14, 'calls vars(): dynamic code is not allowed')]),
     ('breakpoint()', [('monkey_patch', 14, 'calls breakpoint(): dynamic code is not allowed')]),
+    ('f = getattr(torch)', [('monkey_patch', 14, 'getattr on a module with a computed name')]),
 ]
 
 
@@ -965,6 +966,50 @@ FILE_FINDINGS = [
         '        n = x.__len__()\n'
         '        return cuda_ext.f(x)\n',
      [('module_override', 7, 'overrides __getattribute__ on a module; ModelNew is called through nn.Module.__call__ -> forward', 'warn'), ('monkey_patch', 8, 'touches .__getattribute__ (reaching into objects or frames)'), ('module_override', 10, 'overrides __setattr__ on a module; ModelNew is called through nn.Module.__call__ -> forward', 'warn')]),
+    (
+        'class ModelNew(Model):\n'
+        '    pass\n',
+     [('delegates_to_reference', 6, 'class ModelNew subclasses the reference Model'), ('delegates_to_reference', 6, 'refers to the reference Model')]),
+    (
+        'class Lazy(Tensor):\n'
+        '    pass\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return Lazy(x)\n',
+     [('lazy_tensor', 6, 'class Lazy subclasses torch.Tensor (tensor subclasses can defer or fake work)')]),
+    (
+        'from typing import Generic, TypeVar\n'
+        '\n'
+        'T = TypeVar("T")\n'
+        '\n'
+        'class Box(Generic[T]):\n'
+        '    pass\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, Box())\n',
+     []),
+    (
+        'from torch import _tensor\n'
+        '\n'
+        'class Lazy(_tensor.Tensor):\n'
+        '    pass\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return Lazy(x)\n',
+     [('private_torch', 6, 'imports torch._tensor: torch internals and compilers are off limits'), ('lazy_tensor', 8, 'class Lazy subclasses torch.Tensor (tensor subclasses can defer or fake work)'), ('private_torch', 8, 'uses torch internals (torch._tensor.Tensor)')]),
+    (
+        '@torch.jit.script\n'
+        'class Helper:\n'
+        '    pass\n'
+        '\n'
+        '@functools.total_ordering\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, Helper)\n',
+     [('torch_compute', 6, '@torch.jit.script: torch compilers and decorators are not allowed')]),
 ]
 
 
