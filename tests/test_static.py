@@ -1010,6 +1010,59 @@ FILE_FINDINGS = [
         '    def forward(self, x):\n'
         '        return cuda_ext.f(x, Helper)\n',
      [('torch_compute', 6, '@torch.jit.script: torch compilers and decorators are not allowed')]),
+    (
+        'from torch.nn.modules.module import Module as TorchModule\n'
+        'import torch.nn as layers\n'
+        '\n'
+        'class Base(nn.Module):\n'
+        '    pass\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    class A(TorchModule):\n'
+        '        def __init__(self):\n'
+        '            super().__init__()\n'
+        '            self.w = torch.ones(3).sigmoid()\n'
+        '\n'
+        '    class B(Base):\n'
+        '        def __init__(self):\n'
+        '            super().__init__()\n'
+        '            self.w = torch.ones(3).sigmoid()\n'
+        '\n'
+        '    class C(layers.Module):\n'
+        '        def __init__(self):\n'
+        '            super().__init__()\n'
+        '            self.w = torch.ones(3).sigmoid()\n'
+        '\n'
+        '    class D(A):\n'
+        '        def __init__(self):\n'
+        '            super().__init__()\n'
+        '            self.w = torch.ones(3).sigmoid()\n'
+        '\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.parts = [ModelNew.A(), ModelNew.B(), ModelNew.C(), ModelNew.D()]\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n',
+     []),
+    (
+        'try:\n'
+        '    class Late(nn.Module):\n'
+        '        pass\n'
+        'except ImportError:\n'
+        '    Late = nn.Module\n'
+        '\n'
+        'class Other(nn.Module):\n'
+        '    pass\n'
+        '\n'
+        'class ModelNew(Late):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = torch.ones(3).sigmoid()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n',
+     []),
 ]
 
 
@@ -1637,3 +1690,17 @@ def test_a_syntax_error_names_the_parser_message():
     [f] = check_python("class ModelNew:\n    def forward(self, x)\n        return x\n", "model_new.py")
     assert (f.rule, f.file, f.line, f.severity) == ("syntax", "model_new.py", 2, REJECT)
     assert f.message.startswith("syntax error: ") and "expected ':'" in f.message
+
+
+def test_import_torch_nn_alone_binds_torch():
+    """``import torch.nn`` binds the name torch: torch.* calls resolve, torch.nn.Module is a module base, and the
+    file's own class whose __init__ runs torch is seen when forward builds it."""
+    src = ("import torch.nn\nimport cuda_ext\n\n\nclass Holder:\n    def __init__(self):\n"
+           "        self.w = torch.randn(3)\n\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n"
+           "        super().__init__()\n        self.w = torch.randn(3)\n\n    def forward(self, x):\n"
+           "        return cuda_ext.f(torch.sigmoid(x), Holder().w)\n")
+    found = [(f.rule, f.line, f.message.split(";")[0].split(",")[0]) for f in check_python(src, "model_new.py")]
+    assert found == [("state_across_calls", 7, "stores self.w during a call"),
+                     ("torch_compute", 7, "calls torch.randn in __init__()"),
+                     ("torch_compute", 16, "calls torch.sigmoid in forward()"),
+                     ("torch_compute", 16, "constructs Holder")]
