@@ -1489,6 +1489,26 @@ JUDGED_FINDINGS = [
         'def make_w():\n'
         '    return torch.randn(3)\n',
      [('state_across_calls', 8, 'stores self.w during a call; results must not be carried across calls (the harness checks this at run time)', 'warn'), ('torch_compute', 14, 'calls torch.randn in make_w()' + TAIL)]),
+    (
+        'from impl import Fast\n'
+        '\n'
+        'ModelNew = Fast\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n',
+     [('torch_compute', 11, 'calls torch.sigmoid in unused()' + TAIL)]),
+    (
+        'class ModelNew(cuda_ext.BaseModule):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = make_w()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n'
+        '\n'
+        'def make_w():\n'
+        '    return torch.randn(3)\n',
+     []),
 ]
 
 
