@@ -4,7 +4,7 @@ that decide verdicts does the CPU suite catch?
     python benchmarks/mutation.py --work /tmp/mutation --children 16 --out mutation.json [--modules compare,reward]
 
 It copies the working tree (tracked and untracked-not-ignored files) to ``--work`` and runs mutmut there over
-``sandbox/{compare,reward,inputs,timing,static,guards,worker}.py`` with the CPU suite (``tests/`` less the GPU
+``sandbox/{compare,reward,inputs,timing,static,reach,guards,worker}.py`` with the CPU suite (``tests/`` less the GPU
 tests). Every mutant is run against the tests that reach the mutated function, including tests that reach it
 only inside a sandbox worker process: ``mutation_support/`` credits those to their test (see its
 sitecustomize.py). GPUs are hidden (``CUDA_VISIBLE_DEVICES=``), so a GPU host runs the suite as the CPU
@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SUPPORT = Path(__file__).resolve().parent / "mutation_support"
 EQUIVALENT = Path(__file__).resolve().parent / "mutation_equivalent.txt"
-MODULES = ["compare", "reward", "inputs", "timing", "static", "guards", "worker"]
+MODULES = ["compare", "reward", "inputs", "timing", "static", "reach", "guards", "worker"]
 DESELECT = [
     "test_evaluator_clock_remeasures_the_harness_cost_before_distrusting_the_worker",  # host-load timing
     "test_a_bench_sigkilled_mid_evaluation_leaves_no_worker_and_resumes_exactly",  # sleeps, then SIGKILL
