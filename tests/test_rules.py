@@ -120,6 +120,15 @@ def test_list_rules_prints_the_table(capsys):
         assert re.search(rf"^{r.id}\s", out, re.M), r.id
 
 
+def test_the_rules_table_has_a_header_and_names_each_rules_sets():
+    md = rules_table(markdown=True).splitlines()
+    assert md[:2] == ["| rule | severity | forbids | why | rule sets |", "| --- | --- | --- | --- | --- |"]
+    assert len(md) == len(RULES) + 2
+    text = {line.split()[0]: line.split()[1:3] for line in rules_table().splitlines()}
+    assert text["input_mutation"] == ["reject", "cuda-agent,kernelbench"]
+    assert text["torch_compute"] == ["reject", "cuda-agent"]
+
+
 def test_docs_carry_the_rules_table_verbatim():
     docs = (ROOT / "docs" / "sandbox.md").read_text()
     assert rules_table(markdown=True) in docs, "regenerate with: python -c 'from cuda_agent.sandbox.static " \

@@ -1611,6 +1611,15 @@ IMPORT_FINDINGS = [
     (
         'from torch import profiler as prof\n',
      [('private_torch', 6, 'imports torch.profiler: torch internals and compilers are off limits')]),
+    (
+        'from model import get_inputs\n',
+     [('delegates_to_reference', 6, "imports the reference module 'model'")]),
+    (
+        'from reference.impl import Model\n',
+     [('delegates_to_reference', 6, "imports the reference module 'reference.impl'"), ('delegates_to_reference', 6, 'imports the reference Model')]),
+    (
+        'from mylib import Model as Base\n',
+     []),
 ]
 
 
