@@ -564,7 +564,7 @@ def test_global_and_nonlocal_state_written_in_a_call_is_a_warning():
     found = py("A = B = None\n" + model("global A, B\nA = x\ndef g():\n    nonlocal x\n    x = 1\nreturn cuda_ext.f(x)"))
     state = [(f.line, f.severity, f.message.split(":")[0]) for f in found if f.rule == "state_across_calls"]
     assert state == [(13, "warn", "global A, B"), (16, "warn", "global x")], found  # nonlocal reads as global
-    assert "carry results across calls" in found[0].message
+    assert found[0].message == "global A, B: module state written from a function can carry results across calls"
     assert py("global A\nA = 1\n" + model("return cuda_ext.f(x)")) == []  # module level: nothing is called yet
 
 
@@ -706,6 +706,7 @@ FORWARD_FINDINGS = [
     ('v = vars(x)', [('monkey_patch', 14, 'calls vars(): dynamic code is not allowed')]),
     ('breakpoint()', [('monkey_patch', 14, 'calls breakpoint(): dynamic code is not allowed')]),
     ('f = getattr(torch)', [('monkey_patch', 14, 'getattr on a module with a computed name')]),
+    ('y = x.float() + x.float()', [('torch_compute', 14, 'calls the tensor method .float() in forward()' + TAIL)]),
 ]
 
 
@@ -1509,6 +1510,48 @@ JUDGED_FINDINGS = [
         'def make_w():\n'
         '    return torch.randn(3)\n',
      []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x, depth=0):\n'
+        '        if depth == 0:\n'
+        '            return self.forward(torch.sigmoid(x), 1)\n'
+        '        return cuda_ext.f(x)\n',
+     [('torch_compute', 9, 'calls torch.sigmoid in forward()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return forward(torch.sigmoid(x))\n'
+        '\n'
+        'def forward(x):\n'
+        '    return cuda_ext.f(x)\n',
+     [('torch_compute', 8, 'calls torch.sigmoid in forward()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.fn = getattr(self, "act")\n'
+        '\n'
+        '    def act(self, t):\n'
+        '        return torch.sigmoid(t)\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return self.fn(x)\n',
+     [('torch_compute', 12, 'calls torch.sigmoid in act()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = f()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, g())\n'
+        '\n'
+        'def f():\n'
+        '    return torch.randn(3)\n'
+        '\n'
+        'def g():\n'
+        '    return f()\n',
+     [('torch_compute', 15, 'calls torch.randn in f()' + TAIL)]),
 ]
 
 
@@ -1688,7 +1731,9 @@ EMBEDDED_FINDINGS = [
 
 @pytest.mark.parametrize("src,expected", EMBEDDED_FINDINGS, ids=[f"embedded{i}" for i in range(len(EMBEDDED_FINDINGS))])
 def test_every_finding_of_cpp_in_a_python_string(src, expected):
-    assert [(f.rule, f.line, f.message) for f in py(src)] == expected
+    found = py(src)
+    assert [(f.rule, f.line, f.message) for f in found] == expected
+    assert {f.file for f in found} <= {"model_new.py"}
 
 
 def test_the_same_finding_in_two_files_is_kept_once_per_file_and_reads_as_file_line_rule(tmp_path):

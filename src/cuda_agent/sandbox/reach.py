@@ -136,6 +136,16 @@ def reach(tree: ast.Module) -> Reach:
                                      for c, _ in callers[id(u)]):
                 init.discard(id(u))
                 changed = True
+    # a cycle of direct calls that nothing initializing enters (forward calling self.forward) is not init code
+    entered: set[int | None] = {None, *init_roots}
+    changed = True
+    while changed:
+        changed = False
+        for u in units:
+            if id(u) in init and id(u) not in entered and any(c in entered for c, _ in callers[id(u)]):
+                entered.add(id(u))
+                changed = True
+    init &= entered
     r.init_code = init | (init_roots & {id(m) for ms in methods.values() for m in ms})
     return r
 
