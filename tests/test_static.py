@@ -1778,3 +1778,16 @@ def test_import_torch_nn_alone_binds_torch():
                      ("torch_compute", 7, "calls torch.randn in __init__()"),
                      ("torch_compute", 16, "calls torch.sigmoid in forward()"),
                      ("torch_compute", 16, "constructs Holder")]
+
+
+def test_a_null_byte_is_a_syntax_finding_at_the_parsers_line_or_0():
+    """Some SyntaxErrors carry no line (a null byte, on Python 3.11): the finding then reads line 0, never a real
+    line it does not know."""
+    import ast
+
+    try:
+        ast.parse("x = 1\x00")
+    except SyntaxError as e:
+        line = e.lineno or 0
+    [f] = check_python("x = 1\x00", "model_new.py")
+    assert (f.rule, f.line) == ("syntax", line) and f.message.startswith("syntax error: ")
