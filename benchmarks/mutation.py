@@ -4,7 +4,7 @@ that decide verdicts does the CPU suite catch?
     python benchmarks/mutation.py --work /tmp/mutation --children 16 --out mutation.json [--modules compare,reward]
 
 It copies the working tree (tracked and untracked-not-ignored files) to ``--work`` and runs mutmut there over
-``sandbox/{compare,reward,inputs,timing,static,guards,worker}.py`` with the CPU suite (``tests/`` less the GPU
+``sandbox/{compare,reward,inputs,timing,static,reach,guards,worker}.py`` with the CPU suite (``tests/`` less the GPU
 tests). Every mutant is run against the tests that reach the mutated function, including tests that reach it
 only inside a sandbox worker process: ``mutation_support/`` credits those to their test (see its
 sitecustomize.py). GPUs are hidden (``CUDA_VISIBLE_DEVICES=``), so a GPU host runs the suite as the CPU
@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SUPPORT = Path(__file__).resolve().parent / "mutation_support"
 EQUIVALENT = Path(__file__).resolve().parent / "mutation_equivalent.txt"
-MODULES = ["compare", "reward", "inputs", "timing", "static", "guards", "worker"]
+MODULES = ["compare", "reward", "inputs", "timing", "static", "reach", "guards", "worker"]
 DESELECT = [
     "test_evaluator_clock_remeasures_the_harness_cost_before_distrusting_the_worker",  # host-load timing
     "test_a_bench_sigkilled_mid_evaluation_leaves_no_worker_and_resumes_exactly",  # sleeps, then SIGKILL
@@ -60,10 +60,21 @@ def copy_tree(dest: Path) -> None:
             shutil.copy2(src, dest / rel)
 
 
-def configure(dest: Path, modules: list[str], tests: list[str]) -> None:
+def refresh_tree(dest: Path) -> None:
+    """A resumed run reads src/ and tests/ as they are now: the mutants left (and any named by --rerun) meet the
+    tests written since the run started, and mutmut mutates again the functions that changed (it keeps the
+    results of the others). mutmut runs the tests from its own copy, dest/mutants/tests."""
+    for name in ("src", "tests"):
+        for copy in (dest / name, *([dest / "mutants" / name] if name == "tests" else [])):
+            if copy.exists():
+                shutil.rmtree(copy)
+            shutil.copytree(ROOT / name, copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+
+
+def configure(dest: Path, modules: list[str], tests: list[str], deselect: list[str]) -> None:
     selection = ", ".join(f'"{t}"' for t in tests)
     only = ", ".join(f'"src/cuda_agent/sandbox/{m}.py"' for m in modules)
-    deselect = " and ".join(f"not {t}" for t in DESELECT)
+    deselect = " and ".join(f"not {t}" for t in deselect)
     with open(dest / "pyproject.toml", "a") as f:
         f.write(f"""
 [tool.mutmut]
@@ -131,16 +142,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--children", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--modules", default=",".join(MODULES))
     ap.add_argument("--tests", default="tests", help="space-separated pytest paths (default: the CPU suite)")
+    ap.add_argument("--deselect", default="", help="comma-separated test names also left out of this run, e.g. "
+                    "the rehearsal tests that start workers when the modules under test are the static rules")
     ap.add_argument("--time-limit", type=float, default=None, help="stop mutmut after this many seconds")
     ap.add_argument("--out", type=Path, default=None, help="JSON: per-module table and every survivor")
     ap.add_argument("--diffs", type=Path, default=None, help="text: the diff of every survivor")
-    ap.add_argument("--resume", action="store_true", help="keep --work as it is and go on where mutmut stopped")
+    ap.add_argument("--resume", action="store_true", help="keep --work as it is and go on where mutmut stopped; "
+                    "src/ and tests/ are copied again, so tests written since are used (mutmut collects stats for new tests)")
+    ap.add_argument("--rerun", type=Path, default=None, help="with --resume: check again only the mutants named in "
+                    "this file (one a line, e.g. the survivors before new tests were written)")
     args = ap.parse_args(argv)
     modules = args.modules.split(",")
+    deselect = DESELECT + [t for t in args.deselect.split(",") if t]
     work = args.work.resolve()
     if not (args.resume and (work / "mutants").exists()):
         copy_tree(work)
-        configure(work, modules, args.tests.split())
+        configure(work, modules, args.tests.split(), deselect)
+    else:
+        refresh_tree(work)
     path = [str(work / "mutants" / "src"), str(SUPPORT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(path),
                CUDA_AGENT_MUTATION_HITS=str(work / "worker_hits.txt"), CUDA_VISIBLE_DEVICES="",
@@ -150,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     # the tests in mutmut's own process would import the unmutated package instead
     (work / "mutants" / "src").mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    proc = subprocess.Popen([*MUTMUT, "run", "--max-children", str(args.children)], cwd=work, env=env,
+    names = args.rerun.read_text().split() if args.rerun else []
+    proc = subprocess.Popen([*MUTMUT, "run", "--max-children", str(args.children), *names], cwd=work, env=env,
                             stdout=open(work / "mutmut_run.log", "w"), stderr=subprocess.STDOUT)
     try:
         proc.wait(timeout=args.time_limit)
@@ -166,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     table = summarize(status, equivalent)
     survivors = sorted(n for n, s in status.items() if s in ("survived", "no tests") and n not in equivalent)
     report = {"modules": table, "wall_s": round(wall, 1), "children": args.children, "mutmut_exit": proc.returncode,
-              "survivors": survivors, "deselected": DESELECT}
+              "survivors": survivors, "deselected": deselect}
     if args.out:
         args.out.write_text(json.dumps(report, indent=1))
     if args.diffs:

@@ -120,6 +120,15 @@ def test_list_rules_prints_the_table(capsys):
         assert re.search(rf"^{r.id}\s", out, re.M), r.id
 
 
+def test_the_rules_table_has_a_header_and_names_each_rules_sets():
+    md = rules_table(markdown=True).splitlines()
+    assert md[:2] == ["| rule | severity | forbids | why | rule sets |", "| --- | --- | --- | --- | --- |"]
+    assert len(md) == len(RULES) + 2
+    text = {line.split()[0]: line.split()[1:3] for line in rules_table().splitlines()}
+    assert text["input_mutation"] == ["reject", "cuda-agent,kernelbench"]
+    assert text["torch_compute"] == ["reject", "cuda-agent"]
+
+
 def test_docs_carry_the_rules_table_verbatim():
     docs = (ROOT / "docs" / "sandbox.md").read_text()
     assert rules_table(markdown=True) in docs, "regenerate with: python -c 'from cuda_agent.sandbox.static " \
@@ -172,6 +181,14 @@ def test_what_judged_code_refers_to_is_judged_transitively():
 def test_a_main_block_is_not_judged_but_module_level_tampering_is():
     assert found(MODEL + "\nif __name__ == '__main__':\n    torch.relu(torch.ones(1))\n    import threading\n") == []
     assert found(MODEL + "\nif torch.cuda.is_available():\n    import threading\n") == ["threads"]
+
+
+@pytest.mark.parametrize("test,judged", [('"__main__" == __name__', False), ('__name__ != "__main__"', True),
+                                         ('__name__ == "model_new"', True)])
+def test_only_a_true_main_block_is_left_unjudged(test, judged):
+    """The body of ``if __name__ != "__main__":`` runs when the harness imports the file (it was once skipped
+    like a main block)."""
+    assert found(MODEL + f"\nif {test}:\n    import threading\n") == (["threads"] if judged else [])
 
 
 def test_init_code_may_use_private_torch_helpers_and_what_only_init_calls_is_init_code():

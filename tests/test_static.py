@@ -465,3 +465,1329 @@ def test_a_finding_names_the_line_of_the_offending_code():
     assert [f.line for f in findings] == [13], [(f.line, f.message) for f in findings]
     findings = [f for f in py("from torch import _C\n" + model("return x")) if f.rule == "private_torch"]
     assert [f.line for f in findings] == [6] and "torch._C" in findings[0].message
+
+
+# ----------------------------------------------------------------------------- pinned by mutation testing (issue 21)
+# Each test below failed to exist when benchmarks/mutation.py let a small bug in static.py through: a finding's
+# line, the thing its message names (the agent reads it to fix its code), or a pattern one branch alone decides.
+
+def at(findings, rule: str) -> list[tuple[int, str]]:
+    """(line, message) of every finding of one rule."""
+    return [(f.line, f.message) for f in findings if f.rule == rule]
+
+
+@pytest.mark.parametrize("call,flagged", [("getattr(torch, name)", True), ("getattr(torch.nn.functional, name)", True),
+                                          ("getattr(self, name)", False), ("getattr(x, name)", False),
+                                          ("getattr(torch, 'float32')", False)])
+def test_getattr_with_a_computed_name_is_a_monkey_patch_only_on_a_module(call, flagged):
+    found = py(model(f"name = 'sig' + 'moid'\nf = {call}\nreturn cuda_ext.f(x)"))
+    assert at(found, "monkey_patch") == ([(13, "getattr on a module with a computed name")] if flagged else []), found
+
+
+@pytest.mark.parametrize("stmt,flagged", [("from .model import Model", True), ("from . import model", True),
+                                          ("from .reference.utils import helper", True),
+                                          ("from .helpers import helper", False), ("from . import helpers", False)])
+def test_a_relative_import_of_the_reference_is_delegation(stmt, flagged):
+    found = py(stmt + "\n" + model("return cuda_ext.f(x)"))
+    assert at(found, "delegates_to_reference") == ([(6, "imports the reference module")] if flagged else [])
+    assert rules(found) == ({"delegates_to_reference"} if flagged else set())
+
+
+@pytest.mark.parametrize("deco,rule,named", [
+    ("@functools.lru_cache(maxsize=None)", "output_cache", "@functools.lru_cache caches"),
+    ("@lru_cache", "output_cache", "@functools.lru_cache caches"),
+    ("@functools.cache", "output_cache", "@functools.cache caches"),
+    ("@functools.cached_property", "output_cache", "@functools.cached_property caches"),
+    ("@torch.compile", "torch_compute", "@torch.compile: torch compilers"),
+    ("@torch.jit.script", "torch_compute", "@torch.jit.script: torch compilers"),
+    ("@functools.wraps(cuda_ext.f)", None, None),
+    ("@cache", None, None),  # the file's own decorator that happens to be called cache
+])
+def test_a_decorator_that_caches_or_compiles_is_flagged_at_its_line(deco, rule, named):
+    src = ("import functools\nfrom functools import lru_cache\n\ndef cache(f):\n    return f\n\n"
+           f"{deco}\ndef helper(t):\n    return cuda_ext.f(t)\n\n" + model("return helper(x)"))
+    found = py(src)
+    if rule is None:
+        assert rejecting(found) == [], found
+    else:
+        assert [(line, m.split("(")[0][:len(named)]) for line, m in at(found, rule)] == [(12, named)], found
+
+
+def test_torch_decorators_are_allowed_in_calibrate_mode():
+    src = HEADER + "@torch.compile\ndef helper(t):\n    return t\n\n" + model("return helper(x)")
+    assert rules(check_python(src, "model.py")) == {"torch_compute"}
+    assert rules(check_python(src, "model.py", calibrate=True)) == set()
+
+
+def test_a_property_setter_is_not_mistaken_for_a_module_decorator():
+    src = """
+    class ModelNew(nn.Module):
+        @property
+        def scale(self):
+            return 2.0
+
+        @scale.setter
+        def scale(self, v):
+            pass
+
+        def forward(self, x):
+            return cuda_ext.f(x, self.scale)
+    """
+    assert py(src) == []
+
+
+def test_a_lambda_is_named_in_the_finding():
+    found = py(model("return self.fn(x)", init="self.fn = lambda t: torch.sigmoid(t) * t"))
+    assert [(line, m.split(";")[0]) for line, m in at(found, "torch_compute")] == \
+        [(9, "calls torch.sigmoid in <lambda>()")], found
+
+
+def test_the_function_holding_torch_compute_is_named_in_the_finding():
+    src = model("return self._impl(x)") + "\n    def _impl(self, x):\n        return torch.sigmoid(x)\n"
+    [(line, message)] = at(py(src), "torch_compute")
+    assert line == 15 and message.startswith("calls torch.sigmoid in _impl(); the work must be done by your CUDA")
+    assert "allowed only in initialization code: __init__, prepare and what only they call" in message
+
+
+def test_a_fallback_names_its_line_and_the_except_branch():
+    found = py(model("try:\n    return cuda_ext.f(x)\nexcept RuntimeError:\n    return F.silu(x)"))
+    assert at(found, "fallback") == [(15, "calls torch.nn.functional.silu in an except branch: falling back to "
+                                          "torch compute")]
+
+
+def test_the_matmul_operator_is_named_at_its_line():
+    found = py(model("y = x\nreturn y @ y"))
+    assert [(line, m.split(" in ")[0]) for line, m in at(found, "torch_compute")] == [(13, "uses the @ operator")]
+
+
+def test_global_and_nonlocal_state_written_in_a_call_is_a_warning():
+    found = py("A = B = None\n" + model("global A, B\nA = x\ndef g():\n    nonlocal x\n    x = 1\nreturn cuda_ext.f(x)"))
+    state = [(f.line, f.severity, f.message.split(":")[0]) for f in found if f.rule == "state_across_calls"]
+    assert state == [(13, "warn", "global A, B"), (16, "warn", "global x")], found  # nonlocal reads as global
+    assert found[0].message == "global A, B: module state written from a function can carry results across calls"
+    assert py("global A\nA = 1\n" + model("return cuda_ext.f(x)")) == []  # module level: nothing is called yet
+
+
+@pytest.mark.parametrize("call,writes", [("open('log.txt', 'w')", True), ("open('log.txt', mode='a')", True),
+                                         ("open('log.txt', 'r+')", True),
+                                         ("open('log.txt', encoding='utf-8', mode='x')", True),
+                                         ("open('log.txt')", False), ("open('log.txt', 'r')", False),
+                                         ("open('log.txt', mode='r', encoding='ascii')", False),
+                                         ("open('log.txt', mode)", False)])
+def test_opening_a_file_for_writing_is_a_monkey_patch(call, writes):
+    found = py(model(f"mode = 'r'\nf = {call}\nreturn cuda_ext.f(x)"))
+    assert at(found, "monkey_patch") == ([(13, "opens a file for writing")] if writes else []), found
+
+
+def test_a_workspace_without_model_new_is_told_what_to_add(tmp_path):
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "k.cu").write_text("__global__ void k() {}\n")
+    [f] = check_solution(load_solution(tmp_path))
+    assert (f.rule, f.file, f.line, f.severity) == ("layout", "model_new.py", 0, REJECT)
+    assert f.message == "no model_new.py: a workspace solution needs model_new.py defining ModelNew"
+
+
+def test_a_source_file_too_large_to_read_is_a_layout_finding_naming_it(tmp_path):
+    from cuda_agent.sandbox.solution import MAX_SOURCE_BYTES
+
+    (tmp_path / "model_new.py").write_text("import threading\n" + HEADER + model("return cuda_ext.f(x)"))
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "big.cu").write_text("//" + " " * MAX_SOURCE_BYTES + "\n")
+    found = check_solution(load_solution(tmp_path))  # the files after the unreadable one are still checked
+    assert [(f.rule, f.file, f.line, f.severity) for f in found] == [("layout", "kernels/big.cu", 0, REJECT),
+                                                                     ("threads", "model_new.py", 1, REJECT)]
+    assert found[0].message.startswith("cannot read: ") and f"larger than {MAX_SOURCE_BYTES} bytes" in found[0].message
+
+
+def test_check_solution_passes_its_rule_set_and_calibrate_mode_to_every_file(tmp_path):
+    (tmp_path / "model_new.py").write_text(HEADER + model("return cuda_ext.f(torch.sigmoid(x))"))
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "k.cu").write_text("torch::Tensor f(torch::Tensor a) {\n  return at::matmul(a, a);\n}\n")
+    sol = load_solution(tmp_path)
+    assert sorted((f.file, f.line) for f in check_solution(sol)) == [("kernels/k.cu", 2), ("model_new.py", 12)]
+    assert check_solution(sol, rules="kernelbench") == []
+    assert [(f.file, f.line) for f in check_solution(sol, calibrate=True)] == [("kernels/k.cu", 2)]
+
+
+def test_a_model_file_without_model_new_keeps_its_tampering_findings_and_names_itself(tmp_path):
+    (tmp_path / "model_new.py").write_text("import threading\nimport torch\n\nclass Fast(torch.nn.Module):\n"
+                                           "    def forward(self, x):\n        return torch.relu(x)\n")
+    found = check_solution(load_solution(tmp_path))
+    assert [(f.rule, f.file, f.line) for f in found] == [("threads", "model_new.py", 1),
+                                                         ("no_model_new", "model_new.py", 0)]
+    assert found[1].message == ("defines no ModelNew: the harness instantiates ModelNew, so the file needs "
+                                "class ModelNew(nn.Module) (or ModelNew = YourClass)")
+
+
+def test_model_new_imported_from_a_sibling_file_is_bound(tmp_path):
+    (tmp_path / "impl.py").write_text(HEADER + model("return cuda_ext.f(x)"))
+    (tmp_path / "model_new.py").write_text("from impl import ModelNew\n")
+    assert check_solution(load_solution(tmp_path)) == []
+
+
+# Every finding (rule, line, message) of one statement in forward. The message is what the agent reads to fix its
+# code, so it is pinned whole. HEADER + "import os\nimport sys\n" puts forward's first statement on line 14.
+TAIL = ("; the work must be done by your CUDA kernels (under the cuda-agent rules torch compute is allowed only in "
+        "initialization code: __init__, prepare and what only they call)")
+FORWARD_FINDINGS = [
+    ('m = sys.modules', [('monkey_patch', 14, 'uses sys.modules')]),
+    ('sys.settrace(None)', [('monkey_patch', 14, 'uses sys.settrace')]),
+    ('v = sys.version', []),
+    ("os.system('ls')", [('forbidden_import', 14, 'uses os.system')]),
+    ('os.fork()', [('threads', 14, 'uses os.fork')]),
+    ("os.spawnv(0, 'a', [])", [('threads', 14, 'uses os.spawnv')]),
+    ('e = os.environ', [('forbidden_import', 14, 'uses os.environ')]),
+    ("p = os.path.join('a', 'b')", []),
+    ('f = torch._C._nn.gelu', [('private_torch', 14, 'uses torch internals (torch._C._nn.gelu)'), ('private_torch', 14, 'uses torch internals (torch._C._nn)'), ('private_torch', 14, 'uses torch internals (torch._C)')]),
+    ('v = torch.__version__', []),
+    ('s = torch.cuda.current_stream()', []),
+    ('with torch.cuda.stream(s0):\n    pass', [('side_stream', 14, 'uses torch.cuda.stream: all work must run on the current stream')]),
+    ('y = torch.ops.aten.relu(x)', [('torch_compute', 14, 'calls torch operators through torch.ops.aten.relu'), ('torch_compute', 14, 'calls torch operators through torch.ops.aten')]),
+    ('y = torch.ops.cuda_ext.f(x)', []),
+    ('t = torch.backends.cuda.matmul.allow_tf32', [('precision', 14, 'reads or changes torch.backends.cuda.matmul.allow_tf32; precision is set by the harness')]),
+    ('torch.backends.cuda.matmul.allow_tf32 = True', [('monkey_patch', 14, 'assigns to torch.backends.cuda.matmul.allow_tf32: patching a module is not allowed')]),
+    ('t = torch.backends.cudnn.flags', [('precision', 14, 'reads or changes torch.backends.cudnn.flags; precision is set by the harness')]),
+    ('d = x.__dict__', [('monkey_patch', 14, 'touches .__dict__ (reaching into objects or frames)')]),
+    ('b = __builtins__', [('monkey_patch', 14, 'touches __builtins__')]),
+    ("c = compile('1', 'f', 'eval')", [('monkey_patch', 14, 'calls compile(): dynamic code is not allowed')]),
+    ('g = globals()', [('monkey_patch', 14, 'calls globals(): dynamic code is not allowed')]),
+    ("delattr(self, 'a')", [('monkey_patch', 14, 'calls delattr(): dynamic code is not allowed')]),
+    ("setattr(x, 'a', 1)", [('monkey_patch', 14, 'setattr on something other than self')]),
+    ('y = torch.compile(f)', [('torch_compute', 14, 'torch.compile: compiling with torch is not a CUDA solution')]),
+    ('y = torch.jit.trace(f, x)', [('torch_compute', 14, 'torch.jit.trace: compiling with torch is not a CUDA solution')]),
+    ('g = torch.cuda.CUDAGraph()', []),
+    ('torch.cuda.synchronize()', []),
+    ("m = torch.utils.cpp_extension.load_inline('a', 'b')", []),
+    ('p = torch.nn.Parameter(x)', []),
+    ('nn.init.zeros_(x)', []),
+    ('y = torch.linalg.norm(x)', [('torch_compute', 14, 'calls torch.linalg.norm in forward()' + TAIL)]),
+    ('y = torch.fft.fft(x)', [('torch_compute', 14, 'calls torch.fft.fft in forward()' + TAIL)]),
+    ('y = torch.special.expit(x)', [('torch_compute', 14, 'calls torch.special.expit in forward()' + TAIL)]),
+    ('y = torch.empty_like(x)', []),
+    ('l = nn.Linear(3, 4)', [('torch_compute', 14, 'builds a torch layer torch.nn.Linear outside __init__/prepare')]),
+    ('act = F.relu\nreturn act(x)', [('torch_compute', 15, 'calls torch.nn.functional.relu in forward()' + TAIL)]),
+    ('self.cache = x', [('state_across_calls', 14, 'stores self.cache during a call; results must not be carried across calls (the harness checks this at run time)')]),
+    ('self.cache[0] = x', [('state_across_calls', 14, 'writes into self.cache[...] during a call (a cache)')]),
+    ('y = x.float()', [('torch_compute', 14, 'calls the tensor method .float() in forward()' + TAIL)]),
+    ('y = x.cpu()', [('torch_compute', 14, 'calls .cpu() in forward(): moving data to the host to compute there is not a CUDA solution')]),
+    ('x[0] += 1', [('input_mutation', 14, 'writes into the input x[...]')]),
+    ('self.count += 1', [('state_across_calls', 14, 'stores self.count during a call; results must not be carried across calls (the harness checks this at run time)')]),
+    ('out: torch.Tensor = torch.empty_like(x)', []),
+    ('n: int = x.numel()', []),
+    ('x[0], z = 0, 1', [('input_mutation', 14, 'writes into the input x[...]')]),
+    ('torch.relu, z = (lambda t: t), 1', [('monkey_patch', 14, 'assigns to torch.relu: patching a module is not allowed')]),
+    ('g = torch.jit.script(f)', [('torch_compute', 14, 'torch.jit.script: compiling with torch is not a CUDA solution')]),
+    ('out = torch.empty_like(x)\nout[0] = 1', []),
+    ('m = nn.ModuleList()', []),
+    ('md = nn.ModuleDict()', []),
+    ('pl = nn.ParameterList()', []),
+    ('pd = nn.ParameterDict()', []),
+    ('i = nn.Identity()', []),
+    ('b = nn.Module()', []),
+    ('y = torch.sparse.mm(x, y)', [('torch_compute', 14, 'calls torch.sparse.mm in forward()' + TAIL)]),
+    ('y = torch.nested.nested_tensor([x])', [('torch_compute', 14, 'calls torch.nested.nested_tensor in forward()' + TAIL)]),
+    ('d = torch.distributions.Normal(0, 1)', [('torch_compute', 14, 'calls torch.distributions.Normal in forward()' + TAIL)]),
+    ('w = torch.signal.windows.hann(8)', [('torch_compute', 14, 'calls torch.signal.windows.hann in forward()' + TAIL)]),
+    ('y = x.float()\nz = x.float()', [('torch_compute', 14, 'calls the tensor method .float() in forward()' + TAIL), ('torch_compute', 15, 'calls the tensor method .float() in forward()' + TAIL)]),
+    ('y = torch.ops.prims.add(x, x)', [('torch_compute', 14, 'calls torch operators through torch.ops.prims.add'), ('torch_compute', 14, 'calls torch operators through torch.ops.prims')]),
+    ('y = torch.ops.quantized.add(x, x, 1.0, 0)', [('torch_compute', 14, 'calls torch operators through torch.ops.quantized.add'), ('torch_compute', 14, 'calls torch operators through torch.ops.quantized')]),
+    ('y = torch.ops.inductor.resize_storage_bytes_(x, 0)', [('torch_compute', 14, 'calls torch operators through torch.ops.inductor.resize_storage_bytes_'), ('torch_compute', 14, 'calls torch operators through torch.ops.inductor')]),
+    ('o = torch.ops', []),
+    ('t = torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction', [('precision', 14, 'reads or changes torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction; precision is set by the harness')]),
+    ('t = torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction', [('precision', 14, 'reads or changes torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction; precision is set by the harness')]),
+    ('t = torch.backends.cudnn.enabled', []),
+    ('s = torch.cuda.Stream()', [('side_stream', 14, 'uses torch.cuda.Stream: all work must run on the current stream')]),
+    ('s = torch.cuda.ExternalStream(0)', [('side_stream', 14, 'uses torch.cuda.ExternalStream: all work must run on the current stream')]),
+    ("y = getattr(torch, 'sigmoid')(x)", [('torch_compute', 14, 'calls torch.sigmoid in forward()' + TAIL)]),
+    ("y = getattr(F, 'relu')(x)", [('torch_compute', 14, 'calls torch.nn.functional.relu in forward()' + TAIL)]),
+    ("setattr(self, 'scale', 2.0)", []),
+    ("e = eval('1')", [('monkey_patch', 14, 'calls eval(): dynamic code is not allowed')]),
+    ('l = locals()', [('monkey_patch', 14, 'calls locals(): dynamic code is not allowed')]),
+    ('v = vars(x)', [('monkey_patch', 14, 'calls vars(): dynamic code is not allowed')]),
+    ('breakpoint()', [('monkey_patch', 14, 'calls breakpoint(): dynamic code is not allowed')]),
+    ('f = getattr(torch)', [('monkey_patch', 14, 'getattr on a module with a computed name')]),
+    ('y = x.float() + x.float()', [('torch_compute', 14, 'calls the tensor method .float() in forward()' + TAIL)]),
+]
+
+
+@pytest.mark.parametrize("stmt,expected", FORWARD_FINDINGS, ids=[s.split("\n")[-1][:40] for s, _ in FORWARD_FINDINGS])
+def test_every_finding_of_a_statement_in_forward(stmt, expected):
+    found = py("import os\nimport sys\n" + model(stmt + "\nreturn cuda_ext.f(x)"))
+    assert [(f.rule, f.line, f.message) for f in found] == expected
+
+
+# Every finding of a whole file (after HEADER, so its first line is line 6); a fourth item is a severity other than reject.
+FILE_FINDINGS = [
+    (
+        'class Lazy(torch.Tensor):\n'
+        '    pass\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return Lazy(x)\n',
+     [('lazy_tensor', 6, 'class Lazy subclasses torch.Tensor (tensor subclasses can defer or fake work)')]),
+    (
+        'from torch import Tensor\n'
+        'class Lazy(Tensor):\n'
+        '    def __torch_function__(self, *a):\n'
+        '        return 1\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return Lazy(x)\n',
+     [('lazy_tensor', 7, 'class Lazy subclasses torch.Tensor (tensor subclasses can defer or fake work)'), ('lazy_tensor', 8, 'defines __torch_function__: intercepting torch dispatch is not allowed')]),
+    (
+        'from model import Model\n'
+        'class ModelNew(Model):\n'
+        '    pass\n',
+     [('delegates_to_reference', 6, "imports the reference module 'model'"), ('delegates_to_reference', 6, 'imports the reference Model'), ('delegates_to_reference', 7, 'class ModelNew subclasses the reference Model'), ('delegates_to_reference', 7, 'refers to the reference Model')]),
+    (
+        'import model\n'
+        'class ModelNew(model.Model):\n'
+        '    pass\n',
+     [('delegates_to_reference', 6, "imports the reference module 'model'"), ('delegates_to_reference', 7, 'class ModelNew subclasses the reference Model')]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __getattr__(self, name):\n'
+        '        return 1\n'
+        '    def __call__(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n',
+     [('module_override', 7, 'overrides __getattr__ on a module; ModelNew is called through nn.Module.__call__ -> forward', 'warn'), ('module_override', 9, 'overrides __call__ on a module; ModelNew is called through nn.Module.__call__ -> forward', 'warn')]),
+    (
+        'class Base(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = torch.randn(3)\n'
+        '\n'
+        'class ModelNew(Base):\n'
+        '    def prepare(self):\n'
+        '        self.v = torch.sigmoid(self.w)\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.v)\n',
+     []),
+    (
+        'class Base(torch.nn.Module):\n'
+        '    pass\n'
+        '\n'
+        'class ModelNew(Base):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.v = torch.sigmoid(torch.ones(3))\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.v)\n',
+     []),
+    (
+        'class Plain:\n'
+        '    def __init__(self):\n'
+        '        self.v = torch.sigmoid(torch.ones(3))\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, Plain().v)\n',
+     [('state_across_calls', 8, 'stores self.v during a call; results must not be carried across calls (the harness checks this at run time)', 'warn'), ('torch_compute', 8, 'calls torch.sigmoid in __init__()' + TAIL), ('torch_compute', 12, 'constructs Plain, whose __init__/prepare runs torch operators, in forward()' + TAIL)]),
+    (
+        'class Holder(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.conv = nn.Conv2d(3, 3, 1)\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.h = Holder()\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n',
+     []),
+    (
+        'class Holder(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.v = torch.sigmoid(torch.ones(3))\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, Holder().v)\n',
+     [('torch_compute', 13, 'constructs Holder, whose __init__/prepare runs torch operators, in forward()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    class Inner(nn.Module):\n'
+        '        def __init__(self):\n'
+        '            super().__init__()\n'
+        '            self.v = torch.ones(3).sigmoid()\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.inner = ModelNew.Inner()\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n',
+     []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.skip = nn.Identity()\n'
+        '        self.w = nn.Parameter(torch.ones(3))\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(self.skip(x))\n',
+     []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.act = nn.ReLU()\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(self.act(x))\n',
+     [('torch_compute', 11, 'calls the torch layer self.act in forward()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        y = Model\n'
+        '        return cuda_ext.f(x)\n',
+     [('delegates_to_reference', 8, 'refers to the reference Model')]),
+    (
+        'import types\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        ref = types.SimpleNamespace()\n'
+        '        ref.act = torch.sigmoid\n'
+        '        self.acts = {}\n'
+        '        self.acts["a"] = F.relu\n'
+        '        self.act = cuda_ext.f\n'
+        '    def forward(self, x):\n'
+        '        return self.act(x)\n',
+     []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.launch = cuda_ext.kernels.Swish()\n'
+        '    def forward(self, x):\n'
+        '        return self.launch(x)\n',
+     []),
+    (
+        'class Holder(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.conv = nn.Conv2d(3, 3, 1)\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, Holder().conv.weight)\n',
+     []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.act = torch.sigmoid\n'
+        '        self.conv = nn.Conv2d(3, 3, 1)\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        y = self.act(x)\n'
+        '        return self.conv.forward(y)\n',
+     [('torch_compute', 13, 'calls torch.sigmoid in forward()' + TAIL), ('torch_compute', 14, 'calls the torch layer self.conv.forward in forward()' + TAIL)]),
+    (
+        'class Inner(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.inner = Inner()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return self.inner.forward(x)\n',
+     []),
+    (
+        'from torch.nn.modules.module import Module\n'
+        '\n'
+        'class ModelNew(Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = torch.randn(3).sigmoid()\n'
+        '        self.v = torch.ops.aten.relu(self.w)\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n',
+     []),
+    (
+        'import torch as T\n'
+        '\n'
+        'class ModelNew(T.nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = T.randn(3).sigmoid()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n',
+     []),
+    (
+        'from torch.nn import Module\n'
+        '\n'
+        'class Base(Module):\n'
+        '    pass\n'
+        '\n'
+        'class ModelNew(Base):\n'
+        '    def prepare(self):\n'
+        '        self.w = torch.randn(3).sigmoid()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n',
+     []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return forward(x, torch.empty_like(x))\n'
+        '\n'
+        'def forward(x, out):\n'
+        '    out.zero_()\n'
+        '    return cuda_ext.f(x, out)\n',
+     []),
+    (
+        'class Lazy:\n'
+        '    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):\n'
+        '        return func(*args)\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, Lazy)\n',
+     [('lazy_tensor', 7, 'defines __torch_dispatch__: intercepting torch dispatch is not allowed')]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __getattribute__(self, name):\n'
+        '        return super().__getattribute__(name)\n'
+        '\n'
+        '    def __setattr__(self, name, value):\n'
+        '        super().__setattr__(name, value)\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        n = x.__len__()\n'
+        '        return cuda_ext.f(x)\n',
+     [('module_override', 7, 'overrides __getattribute__ on a module; ModelNew is called through nn.Module.__call__ -> forward', 'warn'), ('monkey_patch', 8, 'touches .__getattribute__ (reaching into objects or frames)'), ('module_override', 10, 'overrides __setattr__ on a module; ModelNew is called through nn.Module.__call__ -> forward', 'warn')]),
+    (
+        'class ModelNew(Model):\n'
+        '    pass\n',
+     [('delegates_to_reference', 6, 'class ModelNew subclasses the reference Model'), ('delegates_to_reference', 6, 'refers to the reference Model')]),
+    (
+        'class Lazy(Tensor):\n'
+        '    pass\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return Lazy(x)\n',
+     [('lazy_tensor', 6, 'class Lazy subclasses torch.Tensor (tensor subclasses can defer or fake work)')]),
+    (
+        'from typing import Generic, TypeVar\n'
+        '\n'
+        'T = TypeVar("T")\n'
+        '\n'
+        'class Box(Generic[T]):\n'
+        '    pass\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, Box())\n',
+     []),
+    (
+        'from torch import _tensor\n'
+        '\n'
+        'class Lazy(_tensor.Tensor):\n'
+        '    pass\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return Lazy(x)\n',
+     [('private_torch', 6, 'imports torch._tensor: torch internals and compilers are off limits'), ('lazy_tensor', 8, 'class Lazy subclasses torch.Tensor (tensor subclasses can defer or fake work)'), ('private_torch', 8, 'uses torch internals (torch._tensor.Tensor)')]),
+    (
+        '@torch.jit.script\n'
+        'class Helper:\n'
+        '    pass\n'
+        '\n'
+        '@functools.total_ordering\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, Helper)\n',
+     [('torch_compute', 6, '@torch.jit.script: torch compilers and decorators are not allowed')]),
+    (
+        'from torch.nn.modules.module import Module as TorchModule\n'
+        'import torch.nn as layers\n'
+        '\n'
+        'class Base(nn.Module):\n'
+        '    pass\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    class A(TorchModule):\n'
+        '        def __init__(self):\n'
+        '            super().__init__()\n'
+        '            self.w = torch.ones(3).sigmoid()\n'
+        '\n'
+        '    class B(Base):\n'
+        '        def __init__(self):\n'
+        '            super().__init__()\n'
+        '            self.w = torch.ones(3).sigmoid()\n'
+        '\n'
+        '    class C(layers.Module):\n'
+        '        def __init__(self):\n'
+        '            super().__init__()\n'
+        '            self.w = torch.ones(3).sigmoid()\n'
+        '\n'
+        '    class D(A):\n'
+        '        def __init__(self):\n'
+        '            super().__init__()\n'
+        '            self.w = torch.ones(3).sigmoid()\n'
+        '\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.parts = [ModelNew.A(), ModelNew.B(), ModelNew.C(), ModelNew.D()]\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n',
+     []),
+    (
+        'try:\n'
+        '    class Late(nn.Module):\n'
+        '        pass\n'
+        'except ImportError:\n'
+        '    Late = nn.Module\n'
+        '\n'
+        'class Other(nn.Module):\n'
+        '    pass\n'
+        '\n'
+        'class ModelNew(Late):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = torch.ones(3).sigmoid()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n',
+     []),
+]
+
+
+@pytest.mark.parametrize("src,expected", FILE_FINDINGS, ids=[f"file{i}" for i in range(len(FILE_FINDINGS))])
+def test_every_finding_of_a_file(src, expected):
+    found = py(src)
+    assert [(f.rule, f.line, f.message, *([f.severity] if f.severity != REJECT else [])) for f in found] == expected
+
+
+CPP_MIX = """#include <torch/extension.h>
+auto s = at::cuda::getCurrentCUDAStream();
+at::cuda::blas::dot<float>(h, n, a, 1, b, 1, r);
+int blocks = at::ceil_div(n, 256);
+at::zero_(out);
+auto y = torch::nn::functional::relu(x);
+at::mul_(a, b);
+auto z = at::matmul(a, b);
+auto w = a.relu() + a.size(0);
+std::thread t(f);
+"""
+
+
+def test_every_finding_of_a_cpp_source_in_order_with_its_line():
+    """CUDA utilities (a ::cuda:: namespace, even cuBLAS's dot), allowed names (zero_) and helpers that are no
+    torch operator (ceil_div) pass, and the scan goes on after them; operators are found by their last name, an
+    in-place variant by its base name."""
+    found = check_cpp(CPP_MIX, "kernels/k.cu")
+    assert [(f.rule, f.file, f.line, f.message) for f in found] == [
+        ("threads", "kernels/k.cu", 10, "starts threads or processes (std::thread)"),
+        ("torch_compute", "kernels/k.cu", 6, "calls the torch operator torch::nn::functional::relu() in C++; "
+                                             "write the kernel instead"),
+        ("torch_compute", "kernels/k.cu", 7, "calls the torch operator at::mul_() in C++; write the kernel instead"),
+        ("torch_compute", "kernels/k.cu", 8, "calls the torch operator at::matmul() in C++; write the kernel instead"),
+        ("torch_compute", "kernels/k.cu", 9, "calls .relu() on a tensor in C++; write the kernel instead"),
+    ]
+    assert [f.line for f in check_cpp(CPP_MIX, "k.cu", line_offset=10)] == [20, 16, 17, 18, 19]
+    assert [f.rule for f in check_cpp(CPP_MIX, "k.cu", rules="kernelbench")] == ["threads"]
+
+
+# What evaluation executes (reach.py): every finding of a file whose parts are reached, or not, in different ways.
+JUDGED_FINDINGS = [
+    (
+        'class Fast(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'ModelNew: type = Fast\n',
+     []),
+    (
+        'class Fast(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'try:\n'
+        '    ModelNew = Fast\n'
+        'except ImportError:\n'
+        '    pass\n',
+     []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'if "__main__" == __name__:\n'
+        '    import threading\n',
+     []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'if __name__ != "__main__":\n'
+        '    import threading\n',
+     [('threads', 11, 'imports threading (starts threads); not allowed in a solution')]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'if __name__ == "model_new":\n'
+        '    import threading\n',
+     [('threads', 11, 'imports threading (starts threads); not allowed in a solution')]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return getattr(cuda_ext, "f")(x)\n'
+        '\n'
+        'def f(x):\n'
+        '    return torch.sigmoid(x)\n',
+     [('torch_compute', 11, 'calls torch.sigmoid in f()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        '@cuda_ext.register\n'
+        'def hook(x):\n'
+        '    return torch.sigmoid(x)\n',
+     [('torch_compute', 12, 'calls torch.sigmoid in hook()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = make_w()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n'
+        '\n'
+        'def make_w(scale=torch.sigmoid(torch.ones(1))):\n'
+        '    return helper() * scale\n'
+        '\n'
+        'def helper():\n'
+        '    return torch.randn(3)\n',
+     []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = make_w()\n'
+        '        self.g = lambda: make_w()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n'
+        '\n'
+        'def make_w():\n'
+        '    return torch.randn(3)\n',
+     [('torch_compute', 16, 'calls torch.randn in make_w()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = make_w()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n'
+        '\n'
+        '@functools.wraps(cuda_ext.f)\n'
+        'def make_w():\n'
+        '    return torch.randn(3)\n',
+     [('torch_compute', 16, 'calls torch.randn in make_w()' + TAIL)]),
+    (
+        'import functools\n'
+        'class Base(nn.Module):\n'
+        '    def go(self, x):\n'
+        '        return torch.sigmoid(x)\n'
+        '\n'
+        'class Fast(Base):\n'
+        '    def forward(self, x):\n'
+        '        return self.go(x)\n'
+        '\n'
+        'ModelNew = Fast\n',
+     [('torch_compute', 9, 'calls torch.sigmoid in go()' + TAIL)]),
+    (
+        'class Mixin:\n'
+        '    def go(self, x):\n'
+        '        return torch.sigmoid(x)\n'
+        '\n'
+        'class ModelNew(nn.Module, Mixin):\n'
+        '    def forward(self, x):\n'
+        '        return self.go(x)\n',
+     [('torch_compute', 8, 'calls torch.sigmoid in go()' + TAIL)]),
+    (
+        'class Unused(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return torch.sigmoid(x)\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n',
+     []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = self.build()\n'
+        '\n'
+        '    def build(self):\n'
+        '        return self.more()\n'
+        '\n'
+        '    def more(self):\n'
+        '        return torch.randn(3)\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n',
+     []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = self.build()\n'
+        '\n'
+        '    def build(self):\n'
+        '        return self.more()\n'
+        '\n'
+        '    def more(self):\n'
+        '        return torch.randn(3)\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.build())\n',
+     [('torch_compute', 15, 'calls torch.randn in more()' + TAIL)]),
+    (
+        'def helper(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'W = helper(torch.ones(3))\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, W)\n',
+     []),
+    (
+        'def helper(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, W)\n'
+        '\n'
+        'W = [helper][0](torch.ones(3))\n',
+     [('torch_compute', 7, 'calls torch.sigmoid in helper()' + TAIL)]),
+    (
+        'from impl import Fast as ModelNew\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n',
+     [('torch_compute', 9, 'calls torch.sigmoid in unused()' + TAIL)]),
+    (
+        'class Fast(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'ModelNew = cuda_ext.wrap(Fast)\n',
+     [('torch_compute', 11, 'calls torch.sigmoid in unused()' + TAIL)]),
+    (
+        'if cuda_ext.ok:\n'
+        '    class ModelNew(nn.Module):\n'
+        '        def forward(self, x):\n'
+        '            return cuda_ext.f(x)\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n',
+     [('torch_compute', 12, 'calls torch.sigmoid in unused()' + TAIL)]),
+    (
+        'import contextlib\n'
+        '\n'
+        'class Fast(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'with contextlib.nullcontext():\n'
+        '    ModelNew = Fast\n',
+     []),
+    (
+        'class Fast(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'for _ in range(1):\n'
+        '    pass\n'
+        'else:\n'
+        '    ModelNew = Fast\n',
+     []),
+    (
+        'class Fast(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'while False:\n'
+        '    pass\n'
+        'try:\n'
+        '    pass\n'
+        'finally:\n'
+        '    ModelNew = Fast\n',
+     []),
+    (
+        'class Fast(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'try:\n'
+        '    import fast_ext\n'
+        'except ImportError:\n'
+        '    ModelNew = Fast\n',
+     []),
+    (
+        'class Fast(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n'
+        '\n'
+        'if __name__ == "__main__":\n'
+        '    ModelNew = Fast\n',
+     [('torch_compute', 11, 'calls torch.sigmoid in unused()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return run(x)\n'
+        '\n'
+        'async def run(x):\n'
+        '    return torch.sigmoid(x)\n',
+     [('torch_compute', 11, 'calls torch.sigmoid in run()' + TAIL)]),
+    (
+        'class Meta(type):\n'
+        '    def __call__(cls, *a):\n'
+        '        return torch.sigmoid(torch.ones(1))\n'
+        '\n'
+        'def register(c):\n'
+        '    return c\n'
+        '\n'
+        '@register\n'
+        'class ModelNew(nn.Module, metaclass=Meta):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n',
+     [('module_override', 7, 'overrides __call__ on a module; ModelNew is called through nn.Module.__call__ -> forward', 'warn'), ('torch_compute', 8, 'calls torch.sigmoid in __call__()' + TAIL)]),
+    (
+        'def helper(t):\n'
+        '    return torch.sigmoid(t)\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    act = staticmethod(helper)\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(self.act(x))\n'
+        '\n'
+        'class Other(nn.Module):\n'
+        '    act = lambda t: unused(t)\n'
+        '\n'
+        'def unused(t):\n'
+        '    return torch.sigmoid(t)\n',
+     [('torch_compute', 7, 'calls torch.sigmoid in helper()' + TAIL)]),
+    (
+        'def make_w():\n'
+        '    return torch.randn(3)\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    W = make_w()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.W)\n',
+     []),
+    (
+        'def helper(t):\n'
+        '    return torch.sigmoid(t)\n'
+        '\n'
+        'ACT = lambda t: helper(t)\n'
+        '\n'
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x)\n',
+     [('torch_compute', 7, 'calls torch.sigmoid in helper()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = f()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, g())\n'
+        '\n'
+        'def g():\n'
+        '    return f()\n'
+        '\n'
+        'def f():\n'
+        '    return torch.randn(3)\n',
+     [('torch_compute', 18, 'calls torch.randn in f()' + TAIL)]),
+    (
+        'class Base(nn.Module):\n'
+        '    pass\n'
+        '\n'
+        'class ModelNew(Base):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = make_w()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n'
+        '\n'
+        'def make_w():\n'
+        '    return torch.randn(3)\n',
+     []),
+    (
+        'class ModelNew(torch.nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = make_w()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n'
+        '\n'
+        'def make_w():\n'
+        '    return torch.randn(3)\n',
+     []),
+    (
+        'class ModelNew:\n'
+        '    def __init__(self):\n'
+        '        self.w = make_w()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n'
+        '\n'
+        'def make_w():\n'
+        '    return torch.randn(3)\n',
+     [('state_across_calls', 8, 'stores self.w during a call; results must not be carried across calls (the harness checks this at run time)', 'warn'), ('torch_compute', 14, 'calls torch.randn in make_w()' + TAIL)]),
+    (
+        'from impl import Fast\n'
+        '\n'
+        'ModelNew = Fast\n'
+        '\n'
+        'def unused(x):\n'
+        '    return torch.sigmoid(x)\n',
+     [('torch_compute', 11, 'calls torch.sigmoid in unused()' + TAIL)]),
+    (
+        'class ModelNew(cuda_ext.BaseModule):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = make_w()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, self.w)\n'
+        '\n'
+        'def make_w():\n'
+        '    return torch.randn(3)\n',
+     []),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x, depth=0):\n'
+        '        if depth == 0:\n'
+        '            return self.forward(torch.sigmoid(x), 1)\n'
+        '        return cuda_ext.f(x)\n',
+     [('torch_compute', 9, 'calls torch.sigmoid in forward()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def forward(self, x):\n'
+        '        return forward(torch.sigmoid(x))\n'
+        '\n'
+        'def forward(x):\n'
+        '    return cuda_ext.f(x)\n',
+     [('torch_compute', 8, 'calls torch.sigmoid in forward()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.fn = getattr(self, "act")\n'
+        '\n'
+        '    def act(self, t):\n'
+        '        return torch.sigmoid(t)\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return self.fn(x)\n',
+     [('torch_compute', 12, 'calls torch.sigmoid in act()' + TAIL)]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        self.w = f()\n'
+        '\n'
+        '    def forward(self, x):\n'
+        '        return cuda_ext.f(x, g())\n'
+        '\n'
+        'def f():\n'
+        '    return torch.randn(3)\n'
+        '\n'
+        'def g():\n'
+        '    return f()\n',
+     [('torch_compute', 15, 'calls torch.randn in f()' + TAIL)]),
+]
+
+
+@pytest.mark.parametrize("src,expected", JUDGED_FINDINGS, ids=[f"judged{i}" for i in range(len(JUDGED_FINDINGS))])
+def test_every_finding_of_a_file_judged_by_what_evaluation_executes(src, expected):
+    found = py(src)
+    assert [(f.rule, f.line, f.message, *([f.severity] if f.severity != REJECT else [])) for f in found] == expected
+
+
+# Every finding of the imports (line 6), at module level and in a function (a module-level line of its own).
+IMPORT_FINDINGS = [
+    (
+        'import torch.testing\n',
+     [('private_torch', 6, 'imports torch.testing: torch internals and compilers are off limits')]),
+    (
+        'import torch.library\n',
+     [('private_torch', 6, 'imports torch.library: torch internals and compilers are off limits')]),
+    (
+        'import torch.fx\n',
+     [('private_torch', 6, 'imports torch.fx: torch internals and compilers are off limits')]),
+    (
+        'from torch import fx\n',
+     [('private_torch', 6, 'imports torch.fx: torch internals and compilers are off limits')]),
+    (
+        'import torch.profiler\n',
+     [('private_torch', 6, 'imports torch.profiler: torch internals and compilers are off limits')]),
+    (
+        'import torch.autograd.profiler\n',
+     [('private_torch', 6, 'imports torch.autograd.profiler: torch internals and compilers are off limits')]),
+    (
+        'import torch.utils._pytree\n',
+     [('private_torch', 6, 'imports torch.utils._pytree: torch internals and compilers are off limits')]),
+    (
+        'import torch.compiler\n',
+     [('private_torch', 6, 'imports torch.compiler: torch internals and compilers are off limits')]),
+    (
+        'import torch.jit\n',
+     [('private_torch', 6, 'imports torch.jit: torch internals and compilers are off limits')]),
+    (
+        'import concurrent.futures\n',
+     [('threads', 6, 'imports concurrent.futures (starts threads); not allowed in a solution')]),
+    (
+        'import asyncio\n',
+     [('threads', 6, 'imports asyncio (runs tasks concurrently); not allowed in a solution')]),
+    (
+        'import sys.monitoring\n',
+     [('forbidden_import', 6, 'imports sys.monitoring (tracing); not allowed in a solution')]),
+    (
+        'import numba.cuda\n',
+     [('other_framework', 6, 'imports numba.cuda: solutions are CUDA C++; other kernel frameworks or kernel libraries are not allowed')]),
+    (
+        'from cuda_agent import sandbox\n',
+     [('harness_access', 6, 'imports the evaluation harness')]),
+    (
+        'import reference as ref\n',
+     [('delegates_to_reference', 6, "imports the reference module 'reference'")]),
+    (
+        'import torch.utils.cpp_extension\n',
+     []),
+    (
+        'from torch.utils.cpp_extension import load_inline\n',
+     []),
+    (
+        'import multiprocessing\n',
+     [('threads', 6, 'imports multiprocessing (starts processes); not allowed in a solution')]),
+    (
+        'import pickle\n',
+     [('forbidden_import', 6, 'imports pickle (serialization hooks); not allowed in a solution')]),
+    (
+        'from importlib import import_module\n',
+     [('forbidden_import', 6, 'imports importlib (dynamic imports); not allowed in a solution')]),
+    (
+        'class ModelNew(nn.Module):\n'
+        '    def __init__(self):\n'
+        '        super().__init__()\n'
+        '        import torch.fx\n'
+        '        from torch import _C\n'
+        '    def forward(self, x):\n'
+        '        import torch.fx\n'
+        '        return cuda_ext.f(x)\n',
+     [('private_torch', 12, 'imports torch.fx: torch internals and compilers are off limits')]),
+    (
+        'from torch import fx\n',
+     [('private_torch', 6, 'imports torch.fx: torch internals and compilers are off limits')]),
+    (
+        'from torch import library, nn\n',
+     [('private_torch', 6, 'imports torch.library: torch internals and compilers are off limits')]),
+    (
+        'from torch.utils import _pytree\n',
+     [('private_torch', 6, 'imports torch.utils._pytree: torch internals and compilers are off limits')]),
+    (
+        'from torch import _C\n',
+     [('private_torch', 6, 'imports torch._C: torch internals and compilers are off limits')]),
+    (
+        'from torch.nn import functional as F2\n',
+     []),
+    (
+        'from torch.utils.cpp_extension import load_inline\n',
+     []),
+    (
+        'from torch import profiler as prof\n',
+     [('private_torch', 6, 'imports torch.profiler: torch internals and compilers are off limits')]),
+    (
+        'from model import get_inputs\n',
+     [('delegates_to_reference', 6, "imports the reference module 'model'")]),
+    (
+        'from reference.impl import Model\n',
+     [('delegates_to_reference', 6, "imports the reference module 'reference.impl'"), ('delegates_to_reference', 6, 'imports the reference Model')]),
+    (
+        'from mylib import Model as Base\n',
+     []),
+]
+
+
+@pytest.mark.parametrize("src,expected", IMPORT_FINDINGS, ids=[s.split("\n")[0][:40] for s, _ in IMPORT_FINDINGS])
+def test_every_finding_of_an_import(src, expected):
+    found = py(src)
+    assert [(f.rule, f.line, f.message, *([f.severity] if f.severity != REJECT else [])) for f in found] == expected
+
+
+def test_a_keyword_only_argument_without_a_default_is_judged_not_a_crash():
+    """ast gives such an argument a None default; reach.py once walked it and raised."""
+    src = "class ModelNew(nn.Module):\n    def forward(self, x, *, out):\n        out.zero_()\n" \
+          "        return cuda_ext.f(x, out)\n\ndef get_inputs(*, n):\n    return [torch.rand(n)]\n"
+    assert [(f.rule, f.line, f.message) for f in py(src)] == \
+        [("input_mutation", 8, "calls out.zero_(): mutates an input in place")]
+
+
+@pytest.mark.parametrize("call", ["torch.lu(x)", "torch.unique(x)"])
+def test_torch_functions_named_beside_the_aten_ones_are_compute(call):
+    """torch.lu and torch.unique are Python wrappers, not in torch._C._VariableFunctions: the list names them."""
+    assert at(py(model(f"y = {call}\nreturn cuda_ext.f(x)")), "torch_compute") == \
+        [(12, f"calls {call.split('(')[0]} in forward()" + TAIL)]
+
+
+@pytest.mark.parametrize("method", ["float()", "half()", "bfloat16()", "double()", "int()", "long()", "short()",
+                                    "bool()", "byte()", "char()", "type_as(y)", "__matmul__(y)", "apply_(abs)",
+                                    "map_(y, max)"])
+def test_conversions_and_python_side_tensor_methods_are_compute(method):
+    """Casts run an ATen kernel; apply_/map_ run Python per element; none of them is named like a torch function."""
+    name = method.split("(")[0]
+    assert at(py(model(f"z = x.{method}\nreturn cuda_ext.f(x)")), "torch_compute") == \
+        [(12, f"calls the tensor method .{name}() in forward()" + TAIL)]
+
+
+# C++ in a Python string is scanned when it carries a C++ marker and is longer than 30 characters (line 6).
+EMBEDDED_FINDINGS = [
+    (
+        'SRC = "__global__ void k(float* p) { std::thread t; }"\n',
+     [('threads', 6, 'starts threads or processes (std::thread)')]),
+    (
+        'SRC = "#include <thread>\\nvoid k(float* p) { p[0] = 1; }"\n',
+     [('threads', 6, 'starts threads or processes (#include <thread>)')]),
+    (
+        'SRC = "torch::Tensor f(torch::Tensor a) { std::thread t; return a; }"\n',
+     [('threads', 6, 'starts threads or processes (std::thread)')]),
+    (
+        'SRC = "at::Tensor f(at::Tensor a) { std::thread t; return a; }"\n',
+     [('threads', 6, 'starts threads or processes (std::thread)')]),
+    (
+        'SRC = "void launch(float* p) { k<<<1, 1>>>(p); std::thread t; }"\n',
+     [('threads', 6, 'starts threads or processes (std::thread)')]),
+    (
+        'SRC = "PYBIND11_MODULE(m, mod) { std::thread t; mod.def(0); }"\n',
+     [('threads', 6, 'starts threads or processes (std::thread)')]),
+    (
+        'SRC = "void k(float* p) { std::thread t(f); p[0] = 1; }"\n',
+     []),
+    (
+        'SRC = "__global__ void k(){  fork(); }"\n',
+     [('threads', 6, 'starts threads or processes (fork()')]),
+    (
+        'SRC = "__global__ void k(){ fork(); }"\n',
+     []),
+]
+
+
+@pytest.mark.parametrize("src,expected", EMBEDDED_FINDINGS, ids=[f"embedded{i}" for i in range(len(EMBEDDED_FINDINGS))])
+def test_every_finding_of_cpp_in_a_python_string(src, expected):
+    found = py(src)
+    assert [(f.rule, f.line, f.message) for f in found] == expected
+    assert {f.file for f in found} <= {"model_new.py"}
+
+
+def test_the_same_finding_in_two_files_is_kept_once_per_file_and_reads_as_file_line_rule(tmp_path):
+    (tmp_path / "model_new.py").write_text(HEADER + model("return cuda_ext.f(x)"))
+    (tmp_path / "kernels").mkdir()
+    for name in ("a.cu", "b.cu"):
+        (tmp_path / "kernels" / name).write_text("torch::Tensor f(torch::Tensor a) { return at::mm(a, a); }\n")
+    found = check_solution(load_solution(tmp_path))
+    assert [str(f) for f in found] == [
+        f"kernels/{n}:1: [torch_compute] calls the torch operator at::mm() in C++; write the kernel instead"
+        for n in ("a.cu", "b.cu")]
+    assert found[0].to_dict() == {"rule": "torch_compute", "file": "kernels/a.cu", "line": 1, "severity": REJECT,
+                                  "message": "calls the torch operator at::mm() in C++; write the kernel instead"}
+
+
+def test_calibrate_mode_judges_the_reference_itself():
+    """--calibrate times the task's own Model as the candidate: its name, torch ops and layers are not findings,
+    but tampering still is."""
+    src = HEADER + ("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                    "        self.fc = nn.Linear(4, 4)\n\n    def forward(self, x):\n"
+                    "        y = torch.ops.aten.relu(self.fc(x))\n        return F.gelu(y @ y.t()).float()\n\n"
+                    "ModelNew = Model\nimport threading\n")
+    assert rules(check_python(src, "model.py")) == {"torch_compute", "threads"}
+    assert [(f.rule, f.line) for f in check_python(src, "model.py", calibrate=True)] == [("threads", 16)]
+
+
+def test_a_syntax_error_names_the_parser_message():
+    [f] = check_python("class ModelNew:\n    def forward(self, x)\n        return x\n", "model_new.py")
+    assert (f.rule, f.file, f.line, f.severity) == ("syntax", "model_new.py", 2, REJECT)
+    assert f.message.startswith("syntax error: ") and "expected ':'" in f.message
+
+
+def test_import_torch_nn_alone_binds_torch():
+    """``import torch.nn`` binds the name torch: torch.* calls resolve, torch.nn.Module is a module base, and the
+    file's own class whose __init__ runs torch is seen when forward builds it."""
+    src = ("import torch.nn\nimport cuda_ext\n\n\nclass Holder:\n    def __init__(self):\n"
+           "        self.w = torch.randn(3)\n\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n"
+           "        super().__init__()\n        self.w = torch.randn(3)\n\n    def forward(self, x):\n"
+           "        return cuda_ext.f(torch.sigmoid(x), Holder().w)\n")
+    found = [(f.rule, f.line, f.message.split(";")[0].split(",")[0]) for f in check_python(src, "model_new.py")]
+    assert found == [("state_across_calls", 7, "stores self.w during a call"),
+                     ("torch_compute", 7, "calls torch.randn in __init__()"),
+                     ("torch_compute", 16, "calls torch.sigmoid in forward()"),
+                     ("torch_compute", 16, "constructs Holder")]
+
+
+def test_a_null_byte_is_a_syntax_finding_at_the_parsers_line_or_0():
+    """Some SyntaxErrors carry no line (a null byte, on Python 3.11): the finding then reads line 0, never a real
+    line it does not know."""
+    import ast
+
+    try:
+        ast.parse("x = 1\x00")
+    except SyntaxError as e:
+        line = e.lineno or 0
+    [f] = check_python("x = 1\x00", "model_new.py")
+    assert (f.rule, f.line) == ("syntax", line) and f.message.startswith("syntax error: ")

@@ -136,6 +136,16 @@ def reach(tree: ast.Module) -> Reach:
                                      for c, _ in callers[id(u)]):
                 init.discard(id(u))
                 changed = True
+    # a cycle of direct calls that nothing initializing enters (forward calling self.forward) is not init code
+    entered: set[int | None] = {None, *init_roots}
+    changed = True
+    while changed:
+        changed = False
+        for u in units:
+            if id(u) in init and id(u) not in entered and any(c in entered for c, _ in callers[id(u)]):
+                entered.add(id(u))
+                changed = True
+    init &= entered
     r.init_code = init | (init_roots & {id(m) for ms in methods.values() for m in ms})
     return r
 
@@ -154,12 +164,12 @@ def _module_level(tree: ast.Module):
 
 
 def _is_main_block(node: ast.AST) -> bool:
-    """``if __name__ == "__main__":``"""
+    """``if __name__ == "__main__":`` (``==`` only: the body of ``if __name__ != "__main__":`` runs at import)"""
     if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
         return False
     t = node.test
     sides = [t.left, *t.comparators]
-    return (len(sides) == 2 and any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
+    return (len(sides) == 2 and isinstance(t.ops[0], ast.Eq) and any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
             and any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides))
 
 
@@ -169,7 +179,8 @@ def _refs(node: ast.AST, body_only: bool = False) -> list[tuple[str, bool]]:
     out: list[tuple[str, bool]] = []
     roots = node.body if body_only and isinstance(node, _Def) else [node]
     if body_only and isinstance(node, _Def):  # decorators and defaults run where it is defined
-        roots = [*node.body, *node.decorator_list, *node.args.defaults, *node.args.kw_defaults]
+        roots = [*node.body, *node.decorator_list, *node.args.defaults,
+                 *(d for d in node.args.kw_defaults if d is not None)]  # None: a keyword-only argument without one
     direct_calls: set[int] = set()
 
     def walk(n: ast.AST, nested: bool) -> None:

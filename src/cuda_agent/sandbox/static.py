@@ -334,7 +334,7 @@ class _PyChecker(ast.NodeVisitor):
         self._check_import(node, module)
         for a in node.names:
             full = f"{module}.{a.name}"
-            if module == "torch" and a.name.startswith("_"):
+            if module.split(".")[0] == "torch":  # from torch import fx, from torch.utils import _pytree
                 self._check_import(node, full)
             if a.name == "Model" and module.split(".")[0] in REFERENCE_MODULES:
                 self.add(node, DELEGATES, "imports the reference Model")
