@@ -105,11 +105,11 @@ def unavailable(isolation: str) -> str | None:
     return probe() if isolation == "bwrap" else None
 
 
-def trusted_paths(extra: tuple[str | Path, ...] = ()) -> list[str]:
+def trusted_paths() -> list[str]:
     """Paths confined code must never see, even where a bound directory holds them."""
     from .config import default_cache_dir
 
-    paths = [default_cache_dir(), Path.home() / ".cache" / "cuda_agent", *extra]
+    paths = [default_cache_dir(), Path.home() / ".cache" / "cuda_agent"]
     for var in ("CUDA_AGENT_EVAL_TOKEN_FILE",):
         if os.environ.get(var):
             paths.append(Path(os.environ[var]))
@@ -150,10 +150,10 @@ def readable_paths() -> list[str]:
     return seen
 
 
-def confined_env(env: dict[str, str], home: str = INSIDE) -> dict[str, str]:
+def confined_env(env: dict[str, str]) -> dict[str, str]:
     """``env`` less secrets and the harness's own paths, with HOME and TMPDIR inside the jail."""
     out = {k: v for k, v in env.items() if not SECRET.search(k) and k not in HIDDEN_ENV}
-    out.update(HOME=home, TMPDIR="/tmp", PYTHONDONTWRITEBYTECODE="1")
+    out.update(HOME=INSIDE, TMPDIR="/tmp", PYTHONDONTWRITEBYTECODE="1")
     return out
 
 
@@ -209,7 +209,7 @@ class Jail:
         return cmd
 
 
-def describe(isolation: str, share_pid: bool = False, landlock: dict | None = None) -> dict:
+def describe(isolation: str, share_pid: bool = False) -> dict:
     """What the verdict records under ``confinement``."""
     if isolation == "none":
         return {"mechanism": "none", "warning": "candidate code ran unconfined (--unsafe-no-isolation): "
@@ -217,8 +217,6 @@ def describe(isolation: str, share_pid: bool = False, landlock: dict | None = No
     out = {"mechanism": f"bubblewrap ({bwrap_version()})", "network": "none", "filesystem":
            "read-only system, own scratch; cache, baselines and other workspaces hidden",
            "pid": "shared with the reference worker (CUDA IPC)" if share_pid else "own namespace"}
-    if landlock is not None:
-        out["landlock"] = landlock
     return out
 
 

@@ -117,6 +117,7 @@ class _Evaluation:
         self.set_bytes: int | None = None  # bytes of one input set, as drawn
         self.work: dict | None = None  # the reference's FLOPs (roofline.Work), from its worker
         self.measured_gbs: float | None = None  # the copy bandwidth measured on this GPU (roofline)
+        self.jail = candidate_jail(config)  # how the candidate's worker is confined (None: unconfined)
         self._t_mark = time.perf_counter()
 
     # ------------------------------------------------------------------ driver
@@ -127,8 +128,7 @@ class _Evaluation:
         unconfinable = confine.unavailable(cfg.isolation)
         if unconfinable:  # before the build: a single-file solution's build runs its code
             raise ConfinementUnavailable(unconfinable)
-        v.confinement = confine.describe(cfg.isolation, share_pid=self._jail() is not None
-                                         and self._jail().share_pid)
+        v.confinement = confine.describe(cfg.isolation, share_pid=self.jail is not None and self.jail.share_pid)
         reason = no_gpu_reason()
         if reason:  # still build, so that compile errors are verdicts on any host
             if self._build() is not None:
@@ -148,8 +148,7 @@ class _Evaluation:
             self._mark("build")
             # started now, so that its interpreter and torch load while the reference sets up
             cand_env = worker_env(cfg, built)  # a load_inline build's own env: no spares for it
-            self.cand = start_worker(cand_env, "candidate", cfg.spare_workers if cand_env == env else 0,
-                                     self._jail())
+            self.cand = start_worker(cand_env, "candidate", cfg.spare_workers if cand_env == env else 0, self.jail)
             ref_info = self._ref_step(lambda: self.ref.receive("setup", cfg.baseline_timeout_s))
             if ref_info is None:
                 return
@@ -192,9 +191,6 @@ class _Evaluation:
             for w in (self.cand, self.ref):  # nothing left to say to them: no graceful exit to wait for
                 if w is not None:
                     w.cleanup(wait=False)
-
-    def _jail(self) -> confine.Jail | None:
-        return candidate_jail(self.config)
 
     def _memory_figures(self) -> None:
         """Peak host RSS of the evaluator and of each worker, and peak GPU memory of each worker, for this

@@ -122,7 +122,7 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
                 setattr(report, attr, _rows(prof["kernels"], iters))
         report.roofline = _roofline(setup, config, report)
         if use_ncu:
-            report.ncu = _ncu(task, solution, built, cand_msg, env=cand_env, config=config, timing=timing,
+            report.ncu = _ncu(solution, built, cand_msg, env=cand_env, config=config, timing=timing,
                               kernels=[r.name for r in report.candidate[:3]])
     except WorkerError as e:
         report.error = f"{e.reply.get('error_type')} in '{e.reply.get('phase')}': {e.reply.get('message', '')[:800]}"
@@ -150,7 +150,7 @@ def _roofline(setup: dict, config: SandboxConfig, report: ProfileReport) -> dict
                            eager_ms=ms(report.eager), compile_ms=ms(report.compile)).to_dict()
 
 
-def _ncu(task: Task, solution: Solution, built, cand_msg: dict, env: dict, config: SandboxConfig, timing: dict,
+def _ncu(solution: Solution, built, cand_msg: dict, env: dict, config: SandboxConfig, timing: dict,
          kernels: list[str]) -> list[dict]:
     """Nsight Compute on the candidate's top kernels (a few launches each), as rows of metrics. Confined
     like any candidate worker: ncu writes its report into the worker's own scratch."""

@@ -13,12 +13,11 @@ beyond fails like any failed command, and the model reads its error. With the sa
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import time
 
-from ...sandbox.confine import Jail
+from ...sandbox.confine import SECRET, Jail
 from . import Tool, ToolResult, obj, truncate
 
 WORKSPACE = "/workspace"
@@ -27,7 +26,6 @@ WORKSPACE = "/workspace"
 KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
         "LD_LIBRARY_PATH", "CC", "CXX", "VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH", "TORCH_CUDA_ARCH_LIST",
         "NVIDIA_VISIBLE_DEVICES", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-SECRET = re.compile(r"PROXY|TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.I)
 
 
 def scrubbed_env(home: str) -> dict[str, str]:
