@@ -85,14 +85,20 @@ def probe() -> str | None:
     # both shapes of jail: builds and bash (own PID namespace), and a GPU worker's (shared PID namespace,
     # /proc read-only, /dev/shm and the device nodes bound), so that a jail that cannot start is found
     # here, not as a candidate's "crash"
+    # Each loads the process guard a confined worker loads (enter_process_guard), so that a kernel or a
+    # container that forbids seccomp is found here too.
+    check = [sys.executable, "-c", f"import runpy; runpy.run_path({__file__!r}, run_name='__main__')"]
     for jail in (Jail(share_pid=False), Jail(share_pid=True, gpu=True)):
         try:
-            r = subprocess.run(jail.command(["/bin/true"], scratch=None), capture_output=True, text=True,
-                               timeout=30)
+            r = subprocess.run(jail.command(check, scratch=None), capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired) as e:
             return f"bubblewrap could not start ({type(e).__name__}); pass --unsafe-no-isolation to run unconfined"
+        if r.returncode == 3:
+            why = (r.stdout.strip().splitlines() or ["{}"])[-1]
+            return (f"the confined worker's process guard cannot be loaded here ({why}); pass "
+                    "--unsafe-no-isolation to run candidate code unconfined")
         if r.returncode != 0:
-            why = (r.stderr.strip().splitlines() or ["no message"])[-1]
+            why = ((r.stderr or r.stdout).strip().splitlines() or ["no message"])[-1]
             return (f"bubblewrap cannot set up namespaces on this machine ({why}); pass --unsafe-no-isolation "
                     "to run candidate code unconfined")
     return None
@@ -171,11 +177,16 @@ class Jail:
     ro_binds: dict[str, str] = field(default_factory=dict)
     hidden: list[str] = field(default_factory=list)
 
-    def command(self, argv: list[str], scratch: str | None, cwd: str | None = None) -> list[str]:
-        """``argv`` wrapped in bwrap; ``scratch`` (a host directory) is mounted read-write at INSIDE."""
+    def command(self, argv: list[str], scratch: str | None, cwd: str | None = None,
+                status_fd: int | None = None) -> list[str]:
+        """``argv`` wrapped in bwrap; ``scratch`` (a host directory) is mounted read-write at INSIDE.
+        With ``status_fd`` bwrap writes JSON lines there: ``child-pid`` once the child is cloned, and
+        ``exit-code`` only if the child got as far as exec (:func:`read_status`)."""
         binary = bwrap_binary() or "bwrap"
         cmd = [binary, "--die-with-parent", "--new-session", "--unshare-user-try", "--unshare-uts",
                "--unshare-cgroup-try", "--unshare-net"]
+        if status_fd is not None:
+            cmd += ["--json-status-fd", str(status_fd)]
         if not self.share_pid:
             cmd += ["--unshare-pid", "--unshare-ipc"]
         for p in readable_paths():
@@ -248,3 +259,101 @@ def enter_landlock() -> dict:
             "signals": "blocked" if abi >= 6 else "not blocked (Landlock ABI < 6)",
             "threads": "entered before the worker's own threads started (native threads torch's import "
                        "started are outside; TSYNC needs ABI 8)"}
+
+
+# A confined worker's process guard: a seccomp filter (libseccomp, through pyseccomp) on every thread of
+# the worker, loaded before any candidate code. Each row is a system call and the conditions under which
+# it fails with EPERM (all of a row's conditions together; rows for one call are alternatives). ``SELF``
+# is the worker's own PID; pid 0 is "this process" for the scheduling calls. Landlock alone leaves these
+# open: signals below ABI 6, and at every ABI the scheduling, priority and limits of another process of
+# the same user (renicing or pinning the reference worker while it times the baselines).
+SELF = "self"
+PROCESS_GUARD: tuple[tuple[str, tuple[tuple[int, str, object], ...]], ...] = (
+    # signals: only to itself, and never SIGKILL, so that a death by SIGKILL is the harness's or the
+    # out-of-memory killer's (a harness error), never the candidate's way out of a -1
+    ("kill", ((0, "!=", SELF),)), ("kill", ((1, "==", 9),)),
+    ("tgkill", ((0, "!=", SELF),)), ("tgkill", ((2, "==", 9),)),
+    ("tkill", ()),
+    ("rt_sigqueueinfo", ((0, "!=", SELF),)), ("rt_sigqueueinfo", ((1, "==", 9),)),
+    ("rt_tgsigqueueinfo", ((0, "!=", SELF),)), ("rt_tgsigqueueinfo", ((2, "==", 9),)),
+    ("pidfd_open", ((0, "!=", SELF),)), ("pidfd_send_signal", ()),
+    # no debugging of, or memory access to, another process
+    ("ptrace", ()), ("process_vm_readv", ((0, "!=", SELF),)), ("process_vm_writev", ((0, "!=", SELF),)),
+    ("migrate_pages", ((0, "!=", 0),)), ("move_pages", ((0, "!=", 0),)),
+    # no scheduling, priority or resource limits but its own (setting a limit at all: RLIMIT_CPU's
+    # hard limit ends in a SIGKILL)
+    ("setpriority", ((0, "!=", 0),)), ("setpriority", ((1, "!=", 0),)),  # PRIO_PROCESS, itself
+    ("sched_setaffinity", ((0, "!=", 0),)), ("sched_setscheduler", ((0, "!=", 0),)),
+    ("sched_setparam", ((0, "!=", 0),)), ("sched_setattr", ((0, "!=", 0),)),
+    ("ioprio_set", ((0, "!=", 1),)), ("ioprio_set", ((1, "!=", 0),)),  # IOPRIO_WHO_PROCESS, itself
+    ("setrlimit", ()), ("prlimit64", ((2, "!=", 0),)),  # reading a limit (new limit NULL) stays
+    # its descendants stay in its process group, which the harness kills whole when it is done
+    ("setsid", ()), ("setpgid", ()),
+)
+SIGNAL_STATUSES = range(129, 129 + 64)
+"""Exit statuses bwrap uses to report a child's death by signal N (128 + N): a guarded worker that exits
+with one (``os._exit(137)``, to pass for the OOM killer's SIGKILL) is killed by SIGSYS instead."""
+
+
+def enter_process_guard() -> dict:
+    """Load :data:`PROCESS_GUARD` and the exit-status rule on every thread of this process (TSYNC).
+    Irreversible; inherited by every child. Returns what the verdict records; ``enforced`` False with
+    ``why`` where it cannot be loaded (the worker then refuses to import the candidate)."""
+    try:
+        import pyseccomp as sc
+    except Exception as e:  # noqa: BLE001 - not installed (ImportError), or no libseccomp (RuntimeError)
+        return {"enforced": False, "why": f"pyseccomp/libseccomp unavailable: {type(e).__name__}: {e}"[:200]}
+    ops = {"==": sc.EQ, "!=": sc.NE}
+    pid = os.getpid()
+    try:
+        arch = sc.system_arch()
+        f = sc.SyscallFilter(sc.ALLOW)
+        for name, conds in PROCESS_GUARD:
+            if sc.resolve_syscall(arch, name) < 0:  # not a call of this architecture (setrlimit on aarch64)
+                continue
+            args = [sc.Arg(i, ops[op], pid if value == SELF else value) for i, op, value in conds]
+            f.add_rule(sc.ERRNO(1), name, *args)  # EPERM
+        for name in ("exit", "exit_group"):
+            for status in SIGNAL_STATUSES:
+                f.add_rule(sc.KILL_PROCESS, name, sc.Arg(0, sc.MASKED_EQ, 0xFF, status))
+        f.set_attr(sc.Attr.CTL_TSYNC, 1)
+        f.load()
+    except Exception as e:  # noqa: BLE001 - a kernel without seccomp, a sandbox that forbids it
+        return {"enforced": False, "why": f"seccomp filter not loaded: {type(e).__name__}: {e}"[:200]}
+    return {"enforced": True, "mechanism": "seccomp (libseccomp), every thread",
+            "refused": "signals to other processes and SIGKILL, ptrace, another process's memory, "
+                       "scheduling, priority and limits, setsid/setpgid, exit statuses 129-192"}
+
+
+def read_status(fd: int) -> dict:
+    """What bwrap wrote to its ``--json-status-fd`` so far (non-blocking): ``child-pid`` and, once the
+    child exited after reaching exec, ``exit-code``."""
+    import json
+
+    os.set_blocking(fd, False)
+    chunks = []
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    out: dict = {}
+    for line in b"".join(chunks).decode(errors="replace").splitlines():
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            out.update(doc)
+    return out
+
+
+if __name__ == "__main__":  # the probe's check that the guard loads inside a jail (see probe())
+    import json
+
+    guard = enter_process_guard()
+    print(json.dumps(guard))
+    sys.exit(0 if guard["enforced"] else 3)

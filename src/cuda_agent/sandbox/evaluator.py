@@ -161,13 +161,13 @@ class _Evaluation:
                 v.fail(HARNESS_ERROR, ref_info["does_not_fit"])
                 v.flag("does_not_fit")
                 return
+            if self.jail is not None and not self._confinement_holds():
+                return
             cand_info = self._cand_step(lambda: self.cand.request(candidate_setup(
                 self.task, self.solution, built, cfg, self.seed, init_inputs, ref_info["state_dict"], self.cand),
                 cfg.run_timeout_s))
             if cand_info is None:
                 return
-            if cand_info.get("landlock") is not None:
-                v.confinement["landlock"] = cand_info["landlock"]
             v.precision["candidate"] = cand_info["precision"]
             self._mark("candidate_setup")
             if not self._integrity_ok(cand_info, "while importing and preparing ModelNew"):
@@ -381,6 +381,23 @@ class _Evaluation:
         self.v.flag("reference_error")
         return None
 
+    def _confinement_holds(self) -> bool:
+        """Ask the confined candidate worker, before its candidate is imported, what it entered; the
+        verdict records it. A guard that did not load is the harness's failure (probe() checks it)."""
+        info = self._cand_step(lambda: self.cand.request({"op": "confinement"}, self.config.run_timeout_s))
+        if info is None:
+            return False
+        if info.get("landlock") is not None:
+            self.v.confinement["landlock"] = info["landlock"]
+        guard = info.get("guard") or {"enforced": False, "why": "the worker loaded no process guard"}
+        self.v.confinement["process_guard"] = guard
+        if not guard.get("enforced"):
+            self.v.fail(HARNESS_ERROR, f"the candidate's confinement is incomplete: {guard.get('why')}; "
+                                       "the candidate was not run")
+            self.v.flag("harness_exception")
+            return False
+        return True
+
     def _cand_step(self, call):
         try:
             return call()
@@ -399,8 +416,8 @@ class _Evaluation:
                           "bad_reply")
             self.v.log = e.log[-3000:]
         except WorkerDied as e:
-            if self.cand is not None and self.cand.scratch is not None and e.log.lstrip().startswith("bwrap:"):
-                # bubblewrap itself failed before any candidate code ran: the harness's trouble
+            if self.cand is not None and self.cand.setup_failed():
+                # bubblewrap itself failed before the worker started (bwrap says so): the harness's trouble
                 self.v.fail(HARNESS_ERROR, f"the candidate's confinement could not be set up: "
                                            f"{e.log.strip().splitlines()[0][:300]}")
                 self.v.flag("harness_exception")

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from .confine import CONFINED_ENV, Jail, confined_env
+from .confine import CONFINED_ENV, Jail, confined_env, read_status
 
 
 class WorkerDied(Exception):
@@ -72,13 +72,22 @@ class WorkerProcess:
         """Set when :meth:`kill` signals it: a SIGKILL death without it came from outside (the OOM killer)."""
         self.log_file = tempfile.NamedTemporaryFile(prefix=f"cuda_agent_{label}_", suffix=".log", delete=False)
         cmd = [*(prefix or []), sys.executable, "-m", "cuda_agent.sandbox.worker", str(child.fileno())]
+        fds = [child.fileno()]
+        self._status_fd: int | None = None
+        self._group_killed = False
+        self.status: dict = {}
+        """What bwrap reported of a confined worker (confine.read_status): ``child-pid``, ``exit-code``."""
         if jail is not None:
             self.scratch = tempfile.mkdtemp(prefix=f"cuda_agent_{label}_")
-            cmd = jail.command(cmd, scratch=self.scratch)
+            self._status_fd, status_w = os.pipe()
+            fds.append(status_w)
+            cmd = jail.command(cmd, scratch=self.scratch, status_fd=status_w)
             env = {**confined_env(dict(os.environ) if env is None else env), CONFINED_ENV: "1"}
             cwd = None
-        self.proc = subprocess.Popen(cmd, pass_fds=(child.fileno(),), env=env, cwd=cwd,
+        self.proc = subprocess.Popen(cmd, pass_fds=tuple(fds), env=env, cwd=cwd,
                                      stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        for fd in fds[1:]:
+            os.close(fd)
         child.close()
         self.conn = Connection(parent.detach())
 
@@ -134,12 +143,31 @@ class WorkerProcess:
     def exit_code(self, timeout: float | None = None) -> int:
         """The worker's exit status as Popen reports it (negative N: killed by signal N). bwrap reports a
         child killed by signal N as 128 + N; that is translated back, so that a confined worker killed by
-        the OOM killer reads as SIGKILL (a candidate exiting with 137 itself gains nothing by it: a
-        worker killed from outside earns a null reward, never a positive one)."""
+        the OOM killer reads as SIGKILL. The worker cannot fake one: its process guard
+        (confine.enter_process_guard) kills it with SIGSYS if it exits with 129-192, and refuses it
+        SIGKILL, even to itself."""
         code = self.proc.wait(timeout=timeout)
         if self.scratch is not None and 128 < code <= 128 + 64:
             return -(code - 128)
         return code
+
+    def _read_status(self) -> dict:
+        if self._status_fd is not None:
+            self.status.update(read_status(self._status_fd))
+        return self.status
+
+    def setup_failed(self) -> bool:
+        """Did bubblewrap exit without ever starting the worker (a jail that cannot be set up)? Told by
+        bwrap itself, not by anything the worker prints: bwrap reports ``exit-code`` only for a child
+        that reached exec, and the worker never holds the status pipe."""
+        if self._status_fd is None:
+            return False
+        try:
+            if self.proc.wait(timeout=5) < 0:  # bwrap itself killed: not a setup failure
+                return False
+        except subprocess.TimeoutExpired:
+            return False
+        return "exit-code" not in self._read_status()
 
     def read_log(self, limit: int = 6000) -> str:
         try:
@@ -159,9 +187,20 @@ class WorkerProcess:
 
     def kill(self, wait: bool = True) -> None:
         """SIGKILL the worker's process group. ``wait=False`` leaves the reaping (the driver's
-        teardown of a CUDA context can take a while) to a background thread."""
-        if self.proc.poll() is None:
+        teardown of a CUDA context can take a while) to a background thread. A confined worker is in a
+        session of its own inside bwrap's: its group (every process it started: the guard forbids
+        setsid and setpgid) is killed too, even after the worker itself has exited."""
+        alive = self.proc.poll() is None
+        if alive:
             self.killed_by_harness = True
+        child = self._read_status().get("child-pid")
+        if isinstance(child, int) and child > 1 and not self._group_killed:
+            self._group_killed = not alive  # once the worker is gone: its PID could be reused later
+            try:
+                os.killpg(child, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if alive:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -177,6 +216,9 @@ class WorkerProcess:
 
     def cleanup(self, wait: bool = True) -> None:
         self.kill(wait)
+        if self._status_fd is not None:
+            os.close(self._status_fd)
+            self._status_fd = None
         try:
             os.unlink(self.log_file.name)
         except OSError:

@@ -44,6 +44,8 @@ _save = torch.save
 _START_CWD = os.getcwd()
 _LANDLOCK: dict | None = None
 """What Landlock domain a confined worker entered (confine.enter_landlock), for the verdict."""
+_GUARD: dict | None = None
+"""The process guard a confined worker loaded (confine.enter_process_guard), for the verdict."""
 _REHEARSAL = rehearsal()  # tests only: the CPU stands in for the GPU (gpu.REHEARSAL_ENV)
 _sync = timing._no_sync if _REHEARSAL else torch.cuda.synchronize
 _COMPILE_BACKEND = "eager" if _REHEARSAL else "inductor"
@@ -127,6 +129,11 @@ class Worker:
         return integrity_diff(self.snapshot, integrity_snapshot((guards, timing, share, sys.modules[__name__])))
 
     # -- ops
+    def op_confinement(self, msg: dict) -> dict:
+        """What a confined worker entered in main(). Asked before the candidate is imported: nothing
+        untrusted has run in this process yet, so the answer can be believed."""
+        return {"landlock": _LANDLOCK, "guard": _GUARD}
+
     def op_setup(self, msg: dict) -> dict:
         self.role = msg["role"]
         self.strict = msg.get("strict", True) and self.role == "candidate" and not msg.get("calibrate")
@@ -163,8 +170,8 @@ class Worker:
         guards.settle_harness(self.device)
         self.snapshot = integrity_snapshot((guards, timing, share, sys.modules[__name__]))
         sol = msg["solution"]
-        if _LANDLOCK is not None:  # entered in main(), before any Python thread of the worker started
-            info["landlock"] = _LANDLOCK
+        if _GUARD is not None and not _GUARD["enforced"]:  # the evaluator asked first (op_confinement)
+            raise RuntimeError(f"confinement incomplete, the candidate is not imported: {_GUARD['why']}")
         # the solution's directory is the working directory and first on the path (a spare worker
         # started elsewhere: what the caller's directory holds is not the candidate's to import)
         os.chdir(sol["root"])
@@ -463,11 +470,13 @@ def _exit_with_parent() -> None:
 def main() -> None:
     from multiprocessing.connection import Connection
 
-    global _LANDLOCK
+    global _LANDLOCK, _GUARD
     if os.environ.get(confine.CONFINED_ENV):
         # first: every Python thread the worker starts (the parent watch below) is inside the domain, so a
-        # candidate cannot borrow one to send signals from (no ptrace or signals to anything outside)
+        # candidate cannot borrow one to send signals from (no ptrace or signals to anything outside);
+        # the seccomp guard covers every thread, torch's native ones included (TSYNC)
         _LANDLOCK = confine.enter_landlock()
+        _GUARD = confine.enter_process_guard()
     _exit_with_parent()  # before any candidate code: its start is not counted against the candidate
     conn = Connection(int(sys.argv[1]))
     worker = Worker(conn)
