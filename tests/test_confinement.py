@@ -196,6 +196,108 @@ def test_an_outbound_network_call(judge):
         listener.close()
 
 
+# ----------------------------------------------------------------------------- the process guard
+# A GPU worker shares the PID namespace with the reference worker (CUDA IPC): these run the CPU rehearsal
+# in that jail shape, where only the process guard (confine.enter_process_guard) stands between the
+# candidate and the harness's processes.
+
+@pytest.fixture
+def shared_pid(monkeypatch):
+    from cuda_agent.sandbox import evaluator
+
+    monkeypatch.setattr(evaluator, "candidate_jail", lambda config: None if config.isolation == "none" else
+                        Jail(share_pid=True, hidden=[str(config.cache_dir)]))
+
+
+def process_state(pid: int) -> tuple:
+    """Nice value, CPU affinity, CPU-time limit, and whether a process is stopped."""
+    import resource
+
+    state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    return (os.getpriority(os.PRIO_PROCESS, pid), sorted(os.sched_getaffinity(pid)),
+            resource.prlimit(pid, resource.RLIMIT_CPU), state == "T")
+
+
+def test_slowing_a_harness_process_down(judge, shared_pid):
+    victims = []
+
+    def victim():
+        victims.append(subprocess.Popen(["sleep", "300"]))
+        return victims[-1].pid
+
+    try:
+        pid = victim()  # unconfined: the cheat is real
+        fresh = process_state(pid)
+        loose = judge(cheat(judge, "conf_touch_harness_process", PID=pid), isolation="none")
+        hurt = process_state(pid)
+        assert loose.verdict == "correct" and hurt[0] == 19 and hurt[3], (fresh, hurt)
+        pid = victim()
+        fresh = process_state(pid)
+        before = snapshot(judge.cache)
+        confined = judge(cheat(judge, "conf_touch_harness_process", PID=pid))
+        assert process_state(pid) == fresh, "a confined candidate reniced, pinned, limited or stopped a harness process"
+        assert confined.verdict == "correct", confined.reasons
+        assert confined.confinement["pid"].startswith("shared") and confined.confinement["process_guard"]["enforced"]
+        assert_untouched(before, snapshot(judge.cache))
+    finally:
+        for v in victims:
+            v.kill()
+
+
+@pytest.mark.parametrize("shape", ["own PID namespace", "shared PID namespace"])
+def test_exiting_with_the_status_of_a_signal_is_a_crash_not_the_oom_killer(judge, shape, request):
+    if shape.startswith("shared"):
+        request.getfixturevalue("shared_pid")
+    v = judge(cheat(judge, "conf_exit_as_killed"))
+    assert v.verdict == "runtime_error" and v.reward == -1, (v.verdict, v.reasons)
+    assert "SIGSYS" in v.reasons[0]
+
+
+def test_sigkill_of_itself_is_refused(judge, shared_pid):
+    loose = judge(cheat(judge, "conf_kill_itself"), isolation="none")
+    assert loose.verdict == "harness_error" and loose.reward is None  # the way out of a -1 it would be
+    v = judge(cheat(judge, "conf_kill_itself"))
+    assert v.verdict == "runtime_error" and v.reward == -1, (v.verdict, v.reasons)
+    assert "PermissionError" in v.reasons[0]
+
+
+def test_a_log_that_poses_as_bwrap_is_the_candidates_crash(judge):
+    v = judge(cheat(judge, "conf_pose_as_bwrap"))
+    assert v.verdict == "runtime_error" and v.reward == -1, (v.verdict, v.reasons)
+
+
+def sleepers(tag: str) -> list[int]:
+    found = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                if open(f"/proc/{p}/cmdline", "rb").read() == f"sleep\0{tag}\0".encode():
+                    found.append(int(p))
+            except OSError:
+                pass
+    return found
+
+
+def test_no_process_of_the_candidate_outlives_its_evaluation(judge, shared_pid):
+    import time
+
+    tag = f"301.{os.getpid()}{time.monotonic_ns() % 10**6}"
+    try:
+        loose = judge(cheat(judge, "conf_leave_a_child", TAG=tag), isolation="none")
+        assert loose.verdict == "correct" and sleepers(tag), "unconfined, the child outlives the evaluation"
+        for pid in sleepers(tag):
+            os.kill(pid, signal.SIGKILL)
+        confined = judge(cheat(judge, "conf_leave_a_child", TAG=tag))
+        assert confined.verdict == "correct", confined.reasons
+        deadline = time.monotonic() + 10
+        while sleepers(tag) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not sleepers(tag), "a confined candidate's child outlived its evaluation"
+    finally:
+        for pid in sleepers(tag):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_an_honest_solution_afterwards_gets_the_same_baselines(judge):
     # pytest runs this module's tests top to bottom: every cheat above ran first, on the same cache
     again = judge(HONEST, static_rules=True)
