@@ -23,8 +23,14 @@ What confined code sees (:meth:`Jail.command`):
   namespaces with the reference worker. There the worker itself enters a Landlock domain before it
   imports the candidate (:func:`enter_landlock`): Landlock forbids ptrace and ``/proc/PID/mem`` access
   to processes outside the domain, and (kernel ABI >= 6) signals to them. ``/proc`` is bound read-only.
+* a **process guard** in every confined worker (:func:`enter_process_guard`, a seccomp filter on every
+  thread): no signal to another process and no SIGKILL at all, no ptrace, no change to another
+  process's scheduling, priority or limits, no new session or process group, and no exit status that
+  bwrap would report as a death by signal. The harness kills the worker's process group at cleanup
+  (bwrap's ``--json-status-fd`` gives its PID), so nothing a candidate starts outlives it.
 
-Fail closed: where bubblewrap cannot set up its namespaces (an old kernel, a locked-down container),
+Fail closed: where bubblewrap cannot set up its namespaces or the guard cannot load (an old kernel, a
+locked-down container, no libseccomp),
 :func:`unavailable` says why in one sentence, the evaluator raises ``ConfinementUnavailable`` with it,
 and ``eval``, ``bench``, ``optimize`` and ``train serve`` refuse to run. ``--unsafe-no-isolation`` (``SandboxConfig.isolation =
 "none"``) runs unconfined, and every verdict says so.
@@ -256,9 +262,9 @@ def enter_landlock() -> dict:
     except Exception as e:  # noqa: BLE001
         return {"enforced": False, "abi": abi, "why": f"{type(e).__name__}: {e}"[:200]}
     return {"enforced": True, "abi": abi, "ptrace": "blocked",
-            "signals": "blocked" if abi >= 6 else "not blocked (Landlock ABI < 6)",
+            "signals": "blocked" if abi >= 6 else "not blocked by Landlock (ABI < 6): the process guard blocks them",
             "threads": "entered before the worker's own threads started (native threads torch's import "
-                       "started are outside; TSYNC needs ABI 8)"}
+                       "started are outside; TSYNC needs ABI 8): the process guard covers every thread"}
 
 
 # A confined worker's process guard: a seccomp filter (libseccomp, through pyseccomp) on every thread of

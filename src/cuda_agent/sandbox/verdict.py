@@ -66,7 +66,8 @@ class Verdict:
     """The hardware's limit for this task (sandbox/roofline.py): minimal bytes, FLOPs, the GPU's peaks,
     the lower bound on time, and the fraction of it the candidate, eager and compile reach."""
     confinement: dict[str, Any] = field(default_factory=dict)
-    """How the candidate's code was confined (sandbox/confine.py): the mechanism, what it could see, and a
+    """How the candidate's code was confined (sandbox/confine.py): the mechanism, what it could see, the
+    worker's ``process_guard`` and ``landlock`` as it reported them before the candidate's import, and a
     ``warning`` when it ran unconfined (--unsafe-no-isolation)."""
     format_version: int = FORMAT_VERSION
 
