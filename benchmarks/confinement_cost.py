@@ -36,7 +36,8 @@ def one(task: Path, cache: Path, flags: list[str]) -> dict:
         return {"error": (p.stdout + p.stderr)[-1500:], "wall_s": wall}
     return {"wall_s": wall, "eval_s": v.get("eval_s"), "verdict": v.get("verdict"),
             "confinement": v.get("confinement", {}).get("mechanism"),
-            "landlock": (v.get("confinement", {}).get("landlock") or {}).get("signals")}
+            "landlock": (v.get("confinement", {}).get("landlock") or {}).get("signals"),
+            "process_guard": (v.get("confinement", {}).get("process_guard") or {}).get("enforced")}
 
 
 def main() -> None:
