@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What still has to run on the H200, in stages that each fit one device call (<= ~9.5 min).
 # Usage (from the device tool, repo root):  bash benchmarks/device_verify.sh STAGE
+#   smoke    - (~1 min, run it first) one confined and one unconfined evaluation of examples/swish
 #   tests    - pytest -m gpu: sandbox (honest, failures, every cheat, static-off), agent, synth GPU
 #   figures  - sandbox repeatability (the GEMM and a compute-bound sin loop) / calibration / hardening cost
 #   agent    - the agent loop's overhead on the replayed episode (cold + warm caches)
@@ -36,6 +37,16 @@ python3 -c "import ctypes.util; print('libseccomp:', ctypes.util.find_library('s
 python3 -c "from cuda_agent.sandbox.confine import probe; print('confinement:', probe() or 'available')"
 stage=${1:-tests}
 case "$stage" in
+  smoke)
+    # (~1 min) before anything long: one confined and one unconfined evaluation of examples/swish, so that a
+    # jail that breaks CUDA (IPC across the jail, the process guard, device nodes) shows in one minute
+    uname -r; python3 -c "import landlockpy; print('landlock abi', landlockpy.abi_version())" 2>&1 | tail -1
+    for flags in "" "--unsafe-no-isolation"; do
+      timeout 240 cuda-agent eval examples/swish/task.py examples/swish/solution --json $flags > "$OUT/smoke$flags.json" \
+        2> "$OUT/smoke$flags.err"
+      python3 -c "import json,sys; v=json.load(open(sys.argv[1])); print(v['verdict'], v.get('speedup_vs_eager'), \
+        v['reasons'][:1], json.dumps(v.get('confinement'))[:900])" "$OUT/smoke$flags.json" || tail -5 "$OUT/smoke$flags.err"
+    done ;;
   tests)
     # the rules corpus (tests/gpu/test_rules_gpu.py) has a stage of its own: it needs most of a call
     timeout 540 python3 -m pytest -m gpu tests/gpu tests/test_synth_gpu.py --ignore=tests/gpu/test_rules_gpu.py -n 8 -v \
