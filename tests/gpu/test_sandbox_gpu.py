@@ -46,6 +46,9 @@ def test_honest_kernels_pass(cache_dir, label, task, solution):
     assert v.ms and v.eager_ms and v.compile_ms
     assert v.precision["baseline"]["matmul_allow_tf32"] is False
     assert not v.flags, v.flags
+    # confined (the default): the candidate shared the reference's PID namespace for CUDA IPC, under its
+    # process guard; a correct verdict means the inputs and outputs crossed the jail
+    assert v.confinement["pid"].startswith("shared") and v.confinement["process_guard"]["enforced"], v.confinement
 
 
 def test_honest_fused_elementwise_beats_eager(cache_dir):
