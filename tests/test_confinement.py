@@ -266,6 +266,67 @@ def test_a_log_that_poses_as_bwrap_is_the_candidates_crash(judge):
     assert v.verdict == "runtime_error" and v.reward == -1, (v.verdict, v.reasons)
 
 
+GUARD_PROBE = """
+import ctypes, fcntl, json, os, resource, signal, socket, sys, threading
+from cuda_agent.sandbox import confine
+victim, me = int(sys.argv[1]), os.getpid()
+started = threading.Thread(target=lambda: None)  # a thread started before the guard: TSYNC covers it too
+guard = confine.enter_process_guard()
+a, b = socket.socketpair()
+libc = ctypes.CDLL(None, use_errno=True)
+def tgkill(pid, sig):
+    if libc.syscall(234, pid, pid, sig) != 0:  # x86_64 tgkill
+        raise OSError(ctypes.get_errno(), "tgkill")
+calls = {
+    "kill other": lambda: os.kill(victim, 0), "kill its group": lambda: os.killpg(os.getpgid(victim), 0),
+    "kill all": lambda: os.kill(-1, 0), "tgkill other": lambda: tgkill(victim, 0),
+    "sigkill itself": lambda: os.kill(me, signal.SIGKILL), "pidfd of other": lambda: os.pidfd_open(victim),
+    "renice other": lambda: os.setpriority(os.PRIO_PROCESS, victim, 19),
+    "renice the user": lambda: os.setpriority(os.PRIO_USER, os.getuid(), 19),
+    "pin other": lambda: os.sched_setaffinity(victim, {0}),
+    "limit other": lambda: resource.prlimit(victim, resource.RLIMIT_CPU, (3600, 3600)),
+    "set a limit": lambda: resource.setrlimit(resource.RLIMIT_CPU, (3600, 3600)),
+    "setsid": os.setsid, "setpgid": lambda: os.setpgid(0, 0),
+    "file owner other": lambda: fcntl.fcntl(a, fcntl.F_SETOWN, victim),
+    "FIOSETOWN": lambda: fcntl.ioctl(a, 0x8901, victim.to_bytes(4, "little")),
+    # what the worker itself and honest code need
+    "signal itself": lambda: os.kill(me, 0), "renice itself": lambda: os.setpriority(os.PRIO_PROCESS, 0, 1),
+    "read a limit": lambda: resource.getrlimit(resource.RLIMIT_NOFILE),
+    "file owner itself": lambda: fcntl.fcntl(a, fcntl.F_SETOWN, me),
+    "thread": lambda: (started.start(), started.join()),
+}
+out = {"guard": guard}
+for name, call in calls.items():
+    try:
+        call()
+        out[name] = "allowed"
+    except OSError as e:
+        out[name] = "refused" if e.errno == 1 else f"errno {e.errno}"
+    except ValueError:  # setrlimit's EPERM, as Python reports it
+        out[name] = "refused"
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the probe calls tgkill by its x86_64 number")
+def test_the_process_guard_refuses_what_reaches_another_process_and_allows_the_rest():
+    """The table itself (confine.PROCESS_GUARD), call by call, loaded outside any jail: a victim the
+    guarded process can see (as the reference worker is, in the shared PID namespace)."""
+    import json
+    import sys
+
+    victim = subprocess.Popen(["sleep", "60"])
+    try:
+        r = subprocess.run([sys.executable, "-c", GUARD_PROBE, str(victim.pid)], capture_output=True, text=True,
+                           timeout=60)
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+    finally:
+        victim.kill()
+    assert out.pop("guard")["enforced"]
+    allowed = {"signal itself", "renice itself", "read a limit", "file owner itself", "thread"}
+    assert out == {k: "allowed" if k in allowed else "refused" for k in out}, out
+
+
 def sleepers(tag: str) -> list[int]:
     found = []
     for p in os.listdir("/proc"):

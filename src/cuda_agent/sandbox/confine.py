@@ -283,6 +283,10 @@ PROCESS_GUARD: tuple[tuple[str, tuple[tuple[int, str, object], ...]], ...] = (
     ("rt_sigqueueinfo", ((0, "!=", SELF),)), ("rt_sigqueueinfo", ((1, "==", 9),)),
     ("rt_tgsigqueueinfo", ((0, "!=", SELF),)), ("rt_tgsigqueueinfo", ((2, "==", 9),)),
     ("pidfd_open", ((0, "!=", SELF),)), ("pidfd_send_signal", ()),
+    # nor SIGIO/SIGURG through a file's owner: F_SETOWN to another process or group, F_SETOWN_EX (its
+    # target sits behind a pointer), and the ioctls FIOSETOWN and SIOCSPGRP
+    ("fcntl", ((1, "==", 8), (2, "!=", SELF))), ("fcntl", ((1, "==", 15),)),
+    ("ioctl", ((1, "==", 0x8901),)), ("ioctl", ((1, "==", 0x8902),)),
     # no debugging of, or memory access to, another process
     ("ptrace", ()), ("process_vm_readv", ((0, "!=", SELF),)), ("process_vm_writev", ((0, "!=", SELF),)),
     ("migrate_pages", ((0, "!=", 0),)), ("move_pages", ((0, "!=", 0),)),
