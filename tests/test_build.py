@@ -8,7 +8,6 @@ import hashlib
 import importlib
 import os
 import shutil
-import threading
 import time
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from cuda_agent.sandbox.build import build_key, inline_env, resolve_arch  # noqa
 from cuda_agent.sandbox.gpu import GpuInfo, build_arch  # noqa: E402
 from cuda_agent.sandbox.logs import trim_compiler_log, trim_traceback  # noqa: E402
 
-from .conftest import EXAMPLES, SOLUTIONS  # noqa: E402
+from .conftest import EXAMPLES, SOLUTIONS, within  # noqa: E402
 
 SWISH = EXAMPLES / "swish" / "solution"
 
@@ -133,17 +132,6 @@ def test_workspace_without_kernels_builds_trivially(tmp_path):
     assert r.ok and r.library is None and not r.timeout
 
 
-def _within(seconds: float, fn):
-    """fn(), or a failure after ``seconds`` (in a daemon thread, so that a hang fails instead of blocking)."""
-    box = {}
-    t = threading.Thread(target=lambda: box.update(result=fn()), daemon=True)
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), f"still running after {seconds} s"
-    assert "result" in box, "raised (see the thread's traceback above)"
-    return box["result"]
-
-
 ISOLATIONS = ["none", pytest.param("bwrap", marks=pytest.mark.skipif(
     confine.probe() is not None, reason="bubblewrap cannot run here"))]
 
@@ -159,7 +147,7 @@ def test_a_build_that_leaves_a_fifo_or_too_much_is_refused_not_hashed(tmp_path, 
     src = tmp_path / "model_new.py"
     src.write_text(f"import os\nd = os.environ['TORCH_EXTENSIONS_DIR']\n{leave}\n")
     cfg = SandboxConfig(cache_dir=tmp_path / "cache", arch="90", isolation=isolation)
-    r = _within(60, lambda: build(load_solution(src), cfg))
+    r = within(60, lambda: build(load_solution(src), cfg))
     assert not r.ok and not r.cached and why in r.log, r.log
     assert not list((tmp_path / "cache").glob("build/*")), "a refused build must not be cached"
 
@@ -171,7 +159,7 @@ def test_artifact_hashes_record_a_link_by_its_target_and_read_in_chunks(tmp_path
     (out / "to_pipe").symlink_to(tmp_path / "pipe")
     (out / "to_zero").symlink_to("/dev/zero")
     (out / "lib.so").write_bytes(b"y" * (3 << 20))
-    hashes = _within(30, lambda: build_module.artifact_hashes(out))
+    hashes = within(30, lambda: build_module.artifact_hashes(out))
     assert hashes == {"lib.so": hashlib.sha256(b"y" * (3 << 20)).hexdigest(),
                       "to_pipe": f"symlink:{tmp_path / 'pipe'}", "to_zero": "symlink:/dev/zero"}
     monkeypatch.setattr(build_module, "MAX_ARTIFACT_BYTES", 1 << 20)
