@@ -1,5 +1,6 @@
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,14 @@ def cache_dir(tmp_path_factory):
     """One cache (builds, baselines) per test session, shared by every GPU test."""
     path = Path(os.environ.get("CUDA_AGENT_TEST_CACHE") or tmp_path_factory.mktemp("cuda_agent_cache"))
     return path
+
+
+def within(seconds: float, fn):
+    """fn(), or a failure after ``seconds``: run in a daemon thread, so that a hang fails instead of blocking."""
+    box = {}
+    t = threading.Thread(target=lambda: box.update(result=fn()), daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"still running after {seconds} s"
+    assert "result" in box, "raised (see the thread's traceback above)"
+    return box["result"]

@@ -2,16 +2,21 @@
 
 import os
 import stat
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
+import cuda_agent
 from cuda_agent.agent import Environment
 from cuda_agent.agent.templating import TemplateError, render, render_text
 from cuda_agent.agent.tools import validate_args
 from cuda_agent.agent.workspace import starter_model_new
 
 from .agent_support import THREAD_MODEL_NEW, config, tiny_task
+from .conftest import within
 
 
 @pytest.fixture
@@ -113,6 +118,49 @@ def test_glob_and_grep(env):
     r = env.execute("grep", {"pattern": r"__global__\s+void", "glob": "*.cu"})
     assert r.output.strip() == "kernels/a.cu:1: __global__ void k1() {}"
     assert not env.execute("grep", {"pattern": "("}).ok
+
+
+_STATE_KEY_CHILD = """
+import resource, sys
+from pathlib import Path
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # a read of /dev/zero fails fast, not the machine
+from cuda_agent.agent.workspace import Workspace
+ws = Workspace(Path(sys.argv[1]), {})
+print(ws.state_key())
+"""
+
+
+def test_state_key_never_opens_a_fifo_or_follows_a_symlink(env):
+    """What `bash` can leave in the workspace (a FIFO, links to /dev/zero and to the FIFO) must not hang
+    the harness or make it read without end when it fingerprints the workspace for loop detection. Run
+    in a child with a deadline and a memory cap, so that a regression fails instead of hanging."""
+    root = env.workspace.root
+    os.mkfifo(root / "pipe")
+    (root / "zero").symlink_to("/dev/zero")
+    (root / "kernels" / "p.cu").symlink_to(root / "pipe")
+    src = str(Path(cuda_agent.__file__).resolve().parents[1])
+    r = subprocess.run([sys.executable, "-c", _STATE_KEY_CHILD, str(root)], capture_output=True, text=True,
+                       timeout=30, env={**os.environ, "PYTHONPATH": src})
+    assert r.returncode == 0, r.stderr[-2000:]
+    key = env.workspace.state_key()
+    assert r.stdout.strip() == key
+    (root / "zero").unlink()
+    (root / "zero").symlink_to("/dev/null")  # a link is recorded by its target
+    assert env.workspace.state_key() != key
+    (root / "notes.txt").write_text("a")
+    key = env.workspace.state_key()
+    (root / "notes.txt").write_text("a")  # the same text again: no change
+    assert env.workspace.state_key() == key
+    (root / "notes.txt").write_text("b")
+    assert env.workspace.state_key() != key
+    # the other readers of the workspace skip them too
+    assert within(30, env.workspace.solution_files).keys() == {"model_new.py"}
+    for tool, args in (("read_file", {"path": "pipe"}), ("grep", {"pattern": "x", "path": "pipe"}),
+                       ("read_file", {"path": "zero"}), ("edit_file", {"path": "pipe", "old_string": "a",
+                                                                        "new_string": "b"}),
+                       ("grep", {"pattern": "x"}), ("glob", {})):
+        r = within(30, lambda: env.execute(tool, args))
+        assert not r.ok or tool in ("grep", "glob"), (tool, r.output)
 
 
 def test_bash_runs_in_the_workspace_with_a_scrubbed_env(env, monkeypatch):

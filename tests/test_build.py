@@ -4,7 +4,9 @@ and the log trimming that turns compiler and Python output into something a read
 Each workspace is compiled at most once per session (module-scoped fixtures, one tmp cache).
 """
 
+import hashlib
 import importlib
+import os
 import shutil
 import time
 from pathlib import Path
@@ -13,13 +15,13 @@ import pytest
 
 pytest.importorskip("torch")
 
-from cuda_agent.sandbox import SandboxConfig, build, load_solution  # noqa: E402
+from cuda_agent.sandbox import SandboxConfig, build, confine, load_solution  # noqa: E402
 build_module = importlib.import_module("cuda_agent.sandbox.build")  # the package's `build` is the function
 from cuda_agent.sandbox.build import build_key, inline_env, resolve_arch  # noqa: E402
 from cuda_agent.sandbox.gpu import GpuInfo, build_arch  # noqa: E402
 from cuda_agent.sandbox.logs import trim_compiler_log, trim_traceback  # noqa: E402
 
-from .conftest import EXAMPLES, SOLUTIONS  # noqa: E402
+from .conftest import EXAMPLES, SOLUTIONS, within  # noqa: E402
 
 SWISH = EXAMPLES / "swish" / "solution"
 
@@ -128,6 +130,41 @@ def test_workspace_without_kernels_builds_trivially(tmp_path):
     (ws / "model_new.py").write_text("import torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n")
     r = build(load_solution(ws), SandboxConfig(cache_dir=tmp_path / "cache", arch="90"))
     assert r.ok and r.library is None and not r.timeout
+
+
+ISOLATIONS = ["none", pytest.param("bwrap", marks=pytest.mark.skipif(
+    confine.probe() is not None, reason="bubblewrap cannot run here"))]
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+@pytest.mark.parametrize("leave, why", [
+    pytest.param("os.mkfifo(os.path.join(d, 'pipe'))", "pipe: not a regular file", id="fifo"),
+    pytest.param("open(os.path.join(d, 'big.bin'), 'wb').write(b'x' * 4096)",
+                 "big.bin: the build directory holds more than 1024", id="oversize"),
+])
+def test_a_build_that_leaves_a_fifo_or_too_much_is_refused_not_hashed(tmp_path, monkeypatch, isolation, leave, why):
+    monkeypatch.setattr(build_module, "MAX_ARTIFACT_BYTES", 1024)
+    src = tmp_path / "model_new.py"
+    src.write_text(f"import os\nd = os.environ['TORCH_EXTENSIONS_DIR']\n{leave}\n")
+    cfg = SandboxConfig(cache_dir=tmp_path / "cache", arch="90", isolation=isolation)
+    r = within(60, lambda: build(load_solution(src), cfg))
+    assert not r.ok and not r.cached and why in r.log, r.log
+    assert not list((tmp_path / "cache").glob("build/*")), "a refused build must not be cached"
+
+
+def test_artifact_hashes_record_a_link_by_its_target_and_read_in_chunks(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(tmp_path / "pipe")
+    (out / "to_pipe").symlink_to(tmp_path / "pipe")
+    (out / "to_zero").symlink_to("/dev/zero")
+    (out / "lib.so").write_bytes(b"y" * (3 << 20))
+    hashes = within(30, lambda: build_module.artifact_hashes(out))
+    assert hashes == {"lib.so": hashlib.sha256(b"y" * (3 << 20)).hexdigest(),
+                      "to_pipe": f"symlink:{tmp_path / 'pipe'}", "to_zero": "symlink:/dev/zero"}
+    monkeypatch.setattr(build_module, "MAX_ARTIFACT_BYTES", 1 << 20)
+    with pytest.raises(build_module.ArtifactError, match="lib.so"):
+        build_module.artifact_hashes(out)
 
 
 def test_key_ignores_harness_files_but_not_model_new(tmp_path):

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.request
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent import cli
+from cuda_agent.sandbox import confine
 from cuda_agent.tasks import load_task
 from cuda_agent.train import client as client_module
 from cuda_agent.train.auth import (
@@ -44,6 +46,7 @@ SWISH = load_task(TASKS / "swish_small.py", name="swish")
 def no_token_in_the_environment(monkeypatch):
     monkeypatch.delenv(TOKEN_ENV, raising=False)
     monkeypatch.delenv(TOKEN_FILE_ENV, raising=False)
+    monkeypatch.setattr(confine, "_HIDDEN", [])  # token files the tests read stay hidden for that test only
 
 
 @pytest.fixture()
@@ -173,6 +176,51 @@ def test_train_serve_refuses_in_one_sentence_not_a_traceback(capsys, tmp_path):
     assert len(err.splitlines()) == 1 and "--token-file" in err
     assert cli.main(["train", "serve", "--host", "0.0.0.0", "--token-file", str(tmp_path / "none")]) == 2
     assert f"token file {tmp_path / 'none'}: cannot read it" in capsys.readouterr().err
+
+
+@pytest.fixture()
+def secrets_dir(tmp_path):
+    """A directory outside /tmp where possible: a jail's own /tmp covers the host's, and this one must not be."""
+    if not os.access("/var/tmp", os.W_OK):
+        return tmp_path
+    path = Path(tempfile.mkdtemp(prefix="cuda-agent-test-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_the_token_file_the_service_reads_is_hidden_from_every_jail(secrets_dir, monkeypatch):
+    """Wherever --token-file points (not named by $CUDA_AGENT_EVAL_TOKEN_FILE), a jail started afterwards
+    reads nothing there, even where a directory bound into the jail holds it."""
+    token_file = secrets_dir / "eval_token"
+    token_file.write_text(TOKEN)
+
+    class Started:  # the service `train serve` would start, as far as the command goes
+        url = "http://0.0.0.0:0"
+
+        def __init__(self, config):
+            self.config = config
+
+        def start(self):
+            return self
+
+        def serve_forever(self):
+            pass
+    monkeypatch.setattr("cuda_agent.train.service.EvalService", Started)
+    assert cli.main(["train", "serve", "--host", "0.0.0.0", "--port", "0", "--token-file", str(token_file)]) == 0
+
+    bound = [*confine.readable_paths(), str(secrets_dir)]  # as if it lay under /opt or sys.prefix
+    monkeypatch.setattr(confine, "readable_paths", lambda: bound)
+    argv = confine.Jail().command(["cat", str(token_file)], scratch=None)
+    assert ["--ro-bind", "/dev/null", str(token_file)] in [argv[i:i + 3] for i in range(len(argv))]
+    assert argv.index(str(secrets_dir)) < argv.index(str(token_file))  # hidden after the bind, not under it
+    if confine.probe() is None and not str(secrets_dir).startswith("/tmp/"):
+        r = subprocess.run(argv, env=confine.confined_env(dict(os.environ)), capture_output=True, text=True,
+                           timeout=60)
+        assert r.stdout == "" and TOKEN not in r.stderr, (r.stdout, r.stderr)  # /dev/null there: nodev, unreadable
+        monkeypatch.setattr(confine, "_HIDDEN", [])  # the control: not hidden, the bound directory shows it
+        shown = subprocess.run(confine.Jail().command(["cat", str(token_file)], scratch=None),
+                               env=confine.confined_env(dict(os.environ)), capture_output=True, text=True, timeout=60)
+        assert shown.stdout == TOKEN, shown.stderr
 
 
 # ---------------------------------------------------------------------------- idempotent retries

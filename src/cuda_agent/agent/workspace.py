@@ -36,6 +36,10 @@ TASK_FILE = "model.py"
 MODEL_NEW = "model_new.py"
 KERNELS = "kernels"
 MAX_SOLUTION_FILE_BYTES = 2_000_000
+STATE_KEY_FILE_BYTES = 256_000
+STATE_KEY_READ_BYTES = 32_000_000
+STATE_KEY_MAX_ENTRIES = 100_000
+"""Bounds on what one :meth:`Workspace.state_key` reads: per file, in all, and entries listed."""
 
 
 class PathError(ValueError):
@@ -154,24 +158,63 @@ class Workspace:
         return load_solution(dest), fp, files
 
     def state_key(self) -> str:
-        """A fingerprint of the whole workspace, for loop detection: contents of files up to 256 KB
-        (rewriting a file with the same text is no change), size and mtime of larger ones."""
+        """A fingerprint of the whole workspace, for loop detection: the contents of regular files up to
+        STATE_KEY_FILE_BYTES (rewriting a file with the same text is no change), size and mtime of larger
+        ones and of any once STATE_KEY_READ_BYTES have been read, a symlink's target text and another
+        special file's type. Nothing is followed and only regular files are opened (:func:`read_regular`):
+        `bash` can leave a FIFO, or a link to /dev/zero, here."""
         h = hashlib.sha256()
-        for dirpath, dirnames, filenames in os.walk(self.root):
-            dirnames.sort()
-            for name in sorted(filenames):
-                p = os.path.join(dirpath, name)
+        budget, seen, dirs = STATE_KEY_READ_BYTES, 0, [self.root]
+        while dirs:
+            try:
+                with os.scandir(dirs.pop()) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except OSError:
+                continue
+            for e in entries:
+                seen += 1
+                if seen > STATE_KEY_MAX_ENTRIES:
+                    h.update(b"\0more entries")
+                    return h.hexdigest()
                 try:
-                    st = os.stat(p)
-                    h.update(p.encode() + b"\0")
-                    if st.st_size <= 256_000:
-                        with open(p, "rb") as f:
-                            h.update(f.read())
+                    st = e.stat(follow_symlinks=False)
+                    h.update(os.fsencode(e.path) + b"\0")
+                    if stat.S_ISDIR(st.st_mode):
+                        dirs.append(e.path)
+                        h.update(b"d\0")
+                    elif stat.S_ISLNK(st.st_mode):
+                        h.update(b"l" + os.fsencode(os.readlink(e.path)) + b"\0")
+                    elif stat.S_ISREG(st.st_mode):
+                        limit = min(STATE_KEY_FILE_BYTES, budget)
+                        data = read_regular(e.path, limit) if st.st_size <= limit else None
+                        if data is not None:
+                            budget -= len(data)
+                            h.update(b"f" + hashlib.sha256(data).digest())
+                        else:
+                            h.update(f"s{st.st_size}\0{st.st_mtime_ns}\0".encode())
                     else:
-                        h.update(f"{st.st_size}\0{st.st_mtime_ns}".encode())
+                        h.update(f"t{stat.S_IFMT(st.st_mode)}\0".encode())
                 except OSError:
                     continue
         return h.hexdigest()
+
+
+def read_regular(path: str | os.PathLike, limit: int) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file, not a symlink, of at most ``limit`` bytes; else None.
+    Nothing else is ever opened (a FIFO blocks its reader, a link to /dev/zero never ends): the type is
+    checked before opening, then again on the descriptor, opened without following a link or blocking."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        data = f.read(limit + 1)
+    return data if len(data) <= limit else None
 
 
 # ---------------------------------------------------------------------------- starter

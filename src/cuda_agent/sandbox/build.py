@@ -31,6 +31,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -50,6 +51,11 @@ MISSING_TOOL = "nvcc not found"
 LIB_NAME = "cuda_ext"
 NVCC_FLAGS = ("-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo", "-Xcompiler", "-fPIC")
 CXX_FLAGS = ("-O2", "-std=c++17", "-fPIC", "-DUSE_CUDA", f"-DTORCH_EXTENSION_NAME={LIB_NAME}")
+MAX_ARTIFACT_BYTES = 2 << 30
+"""The most one build directory may hold (2 GiB). A workspace build is its object files and one library,
+a load_inline build torch's ninja tree: tens of MB even with CUTLASS or cuBLAS templates. The cap is far
+above any real build; it stops a build that filled its scratch (by mistake or on purpose) from being
+hashed on every cache lookup, cached and loaded."""
 
 
 @dataclass
@@ -168,7 +174,7 @@ def build(solution: Solution, config: SandboxConfig) -> BuildResult:
     if manifest.is_file():
         saved = json.loads(manifest.read_text())
         hashes = saved.pop("sha256", None)
-        if hashes is None or artifact_hashes(out_dir) == hashes:
+        if hashes is None or _artifact_hashes_or_none(out_dir) == hashes:
             result = BuildResult(**saved)
             result.cached, result.build_s = True, time.perf_counter() - t0
             return result
@@ -184,20 +190,64 @@ def build(solution: Solution, config: SandboxConfig) -> BuildResult:
     # or a missing tool says nothing about the sources and is not.
     if result.ok or (not result.timeout and not result.log.startswith(MISSING_TOOL)):
         out_dir.mkdir(parents=True, exist_ok=True)
-        tmp = out_dir / f".build.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps({"ok": result.ok, "library": result.library, "python_module": result.python_module,
-                                   "extensions_dir": result.extensions_dir, "log": result.log,
-                                   "sha256": artifact_hashes(out_dir)}))
-        tmp.replace(manifest)
+        try:
+            hashes = artifact_hashes(out_dir)
+        except ArtifactError as e:  # never cached: nothing of this directory is loaded
+            shutil.rmtree(out_dir, ignore_errors=True)
+            return BuildResult(ok=False, build_s=result.build_s, log=str(e))
+        # a fresh name: the build could have left a FIFO or a link at any name it can guess
+        fd, tmp = tempfile.mkstemp(prefix=".build.", suffix=".tmp", dir=out_dir)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"ok": result.ok, "library": result.library, "python_module": result.python_module,
+                       "extensions_dir": result.extensions_dir, "log": result.log, "sha256": hashes}, f)
+        os.replace(tmp, manifest)
     return result
 
 
+def _artifact_hashes_or_none(out_dir: Path) -> dict[str, str] | None:
+    try:
+        return artifact_hashes(out_dir)
+    except ArtifactError:
+        return None
+
+
+class ArtifactError(RuntimeError):
+    """A build directory the trusted side refuses to hash, cache or load; the message names the file."""
+
+
 def artifact_hashes(out_dir: Path) -> dict[str, str]:
-    """SHA-256 of every file of a build directory (the manifest and temporaries aside)."""
-    out = {}
-    for p in sorted(out_dir.rglob("*")):
-        if p.is_file() and not p.is_symlink() and p.name != "build.json" and not p.name.startswith(".build."):
-            out[str(p.relative_to(out_dir))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    """SHA-256 of every regular file of a build directory (the manifest and temporaries aside), read in
+    chunks, and the target of every symbolic link (recorded, never followed). What a confined build left
+    must not block or flood the trusted side: anything else (a FIFO, a socket) or more than
+    MAX_ARTIFACT_BYTES in all raises ArtifactError."""
+    out, total = {}, 0
+    for p in sorted(out_dir.rglob("*")):  # rglob does not descend into linked directories
+        rel = str(p.relative_to(out_dir))
+        if p.name == "build.json" or p.name.startswith(".build."):
+            continue
+        try:
+            st = p.lstat()
+            if stat.S_ISDIR(st.st_mode):
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = "symlink:" + os.readlink(p)
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                raise ArtifactError(f"build output {rel}: not a regular file (mode {stat.filemode(st.st_mode)}); refused")
+            total += st.st_size
+            if total > MAX_ARTIFACT_BYTES:
+                raise ArtifactError(f"build output {rel}: the build directory holds more than {MAX_ARTIFACT_BYTES} "
+                                    "bytes; refused")
+            fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            with os.fdopen(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise ArtifactError(f"build output {rel}: changed while it was read; refused")
+                h = hashlib.sha256()
+                while chunk := f.read(1 << 20):
+                    h.update(chunk)
+                out[rel] = h.hexdigest()
+        except OSError as e:
+            raise ArtifactError(f"build output {rel}: cannot read it ({e.strerror or e})") from None
     return out
 
 

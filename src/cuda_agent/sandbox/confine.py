@@ -13,8 +13,8 @@ What confined code sees (:meth:`Jail.command`):
   installation (``sys.prefix``, every directory on ``sys.path``, the ``cuda_agent`` package itself);
 * its **own writable scratch** (mounted at :data:`INSIDE`), a private ``/tmp`` and ``HOME``;
 * **nothing of the harness's state**: the cache (builds, baselines, the GPU lock) and every other
-  trusted path are covered by empty tmpfs even where a bound directory holds them; other
-  workspaces and the service's token file are simply not bound;
+  trusted path are covered by empty tmpfs even where a bound directory holds them, and so is the
+  service's token file wherever it was read from (:func:`hide`); other workspaces are simply not bound;
 * **no network** (its own network namespace: loopback only), its own UTS and cgroup namespaces, a new
   terminal session (no TIOCSTI), and death with its parent;
 * its **own PID namespace**, where it cannot see or signal any harness process, except a candidate
@@ -117,11 +117,23 @@ def unavailable(isolation: str) -> str | None:
     return probe() if isolation == "bwrap" else None
 
 
+_HIDDEN: list[str] = []
+"""Paths this process registered with :func:`hide`."""
+
+
+def hide(path: str | os.PathLike) -> None:
+    """Hide ``path`` (a secret this process holds: the evaluation service's token file, wherever it was
+    read from) from every jail started from now on; by the path given and by its real path."""
+    for p in (Path(path).absolute(), Path(path).resolve()):
+        if str(p) not in _HIDDEN:
+            _HIDDEN.append(str(p))
+
+
 def trusted_paths() -> list[str]:
     """Paths confined code must never see, even where a bound directory holds them."""
     from .config import default_cache_dir
 
-    paths = [default_cache_dir(), Path.home() / ".cache" / "cuda_agent"]
+    paths = [default_cache_dir(), Path.home() / ".cache" / "cuda_agent", *_HIDDEN]
     for var in ("CUDA_AGENT_EVAL_TOKEN_FILE",):
         if os.environ.get(var):
             paths.append(Path(os.environ[var]))
@@ -212,7 +224,7 @@ class Jail:
             cmd += ["--proc", "/proc"]
         cmd += ["--tmpfs", "/tmp"]
         for p in [*trusted_paths(), *self.hidden]:
-            if os.path.isfile(p):  # a token file: an empty file in its place
+            if os.path.isfile(p):  # a token file: /dev/null in its place (a nodev bind: it cannot be opened)
                 cmd += ["--ro-bind", "/dev/null", p]
             elif os.path.isdir(p) or not os.path.exists(p):
                 cmd += ["--tmpfs", p]

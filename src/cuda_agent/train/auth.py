@@ -5,12 +5,13 @@ the network: docs/sandbox.md), so whoever can reach it can run code on the timin
 loopback interface it therefore needs a token: one secret shared by the service and its clients,
 
 * read from a file (``--token-file``, else ``$CUDA_AGENT_EVAL_TOKEN_FILE``) or from
-  ``$CUDA_AGENT_EVAL_TOKEN``, never from a command line (``ps`` shows those to every user);
+  ``$CUDA_AGENT_EVAL_TOKEN``, never from a command line (``ps`` shows those to every user); the file,
+  once read, is hidden from every jail the process starts (``sandbox.confine.hide``);
 * sent as ``Authorization: Bearer <token>`` and compared in constant time;
 * never logged, echoed in an error or shown by ``repr``.
 
 The token keeps other users of the network out; it does not encrypt (plain HTTP): keep the service
-on a private network. Stdlib only, like the service.
+on a private network. Stdlib only (and the sandbox's ``confine``, stdlib too), like the service.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ def read_token(token_file: str | os.PathLike | None = None, environ: Mapping[str
     env = os.environ if environ is None else environ
     path = token_file or env.get(TOKEN_FILE_ENV)
     if path:
+        from ..sandbox import confine
+
+        confine.hide(path)  # from every jail this process starts, whatever directory holds it
         try:
             token = Path(path).read_text().strip()
         except (OSError, UnicodeDecodeError) as e:
