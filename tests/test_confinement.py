@@ -261,6 +261,16 @@ def test_sigkill_of_itself_is_refused(judge, shared_pid):
     assert "PermissionError" in v.reasons[0]
 
 
+@pytest.mark.parametrize("shape", ["own PID namespace", "shared PID namespace", "unconfined"])
+def test_exhausting_host_memory_is_stopped_by_the_harness(judge, shape, request):
+    if shape.startswith("shared"):
+        request.getfixturevalue("shared_pid")
+    v = judge(cheat(judge, "conf_exhaust_host_memory", MIB=2048), candidate_host_memory_gb=1.5,
+              isolation="none" if shape == "unconfined" else "bwrap")
+    assert v.verdict == "runtime_error" and v.reward == -1 and "host_memory" in v.flags, (v.verdict, v.reasons)
+    assert "over its limit of 1.5 GiB" in v.reasons[0]
+
+
 def test_a_log_that_poses_as_bwrap_is_the_candidates_crash(judge):
     v = judge(cheat(judge, "conf_pose_as_bwrap"))
     assert v.verdict == "runtime_error" and v.reward == -1, (v.verdict, v.reasons)

@@ -46,6 +46,12 @@ class SandboxConfig:
     build_timeout_s: float = 300.0
     run_timeout_s: float = 180.0
     """Per worker request (import, a trial batch, a timing run)."""
+    candidate_host_memory_gb: float | None = 32.0
+    """Host memory (RSS of the candidate worker and every process it started) beyond which the harness
+    stops the candidate: a runtime error (-1), the candidate's doing. Without it, a candidate could
+    exhaust host memory until the out-of-memory killer ended it, and pass that for the harness's
+    trouble (a null reward). Inputs and outputs stay on the GPU, so an honest candidate needs little.
+    None: no limit."""
     baseline_timeout_s: float = 900.0
     """The reference worker compiles with torch.compile, which can take minutes."""
     excessive_speedup: float = 10.0

@@ -41,7 +41,7 @@ from .config import SandboxConfig
 from .gpu import GpuLock, gpu_memory_bytes, no_gpu_reason, rehearsal
 from .logs import trim_traceback
 from .memory import peak_rss_mb, reset_peak_rss
-from .process import BadReply, WorkerDied, WorkerError, WorkerProcess, WorkerTimeout, start_worker
+from .process import BadReply, WorkerDied, WorkerError, WorkerOverMemory, WorkerProcess, WorkerTimeout, start_worker
 from .reward import paper_reward
 from .solution import REFERENCE, Solution, SolutionError, reference_solution
 from .static import BROKEN, KERNELBENCH, NO_MODEL_NEW, check_solution, rejecting
@@ -149,6 +149,8 @@ class _Evaluation:
             # started now, so that its interpreter and torch load while the reference sets up
             cand_env = worker_env(cfg, built)  # a load_inline build's own env: no spares for it
             self.cand = start_worker(cand_env, "candidate", cfg.spare_workers if cand_env == env else 0, self.jail)
+            if cfg.candidate_host_memory_gb:
+                self.cand.host_memory_limit_mb = cfg.candidate_host_memory_gb * 1024
             ref_info = self._ref_step(lambda: self.ref.receive("setup", cfg.baseline_timeout_s))
             if ref_info is None:
                 return
@@ -414,6 +416,10 @@ class _Evaluation:
         except BadReply as e:
             self.v.reject(f"{e}: the harness only sends plain data, so its reply path was tampered with",
                           "bad_reply")
+            self.v.log = e.log[-3000:]
+        except WorkerOverMemory as e:
+            self.v.fail(RUNTIME_ERROR, str(e))
+            self.v.flag("host_memory")
             self.v.log = e.log[-3000:]
         except WorkerDied as e:
             if self.cand is not None and self.cand.setup_failed():

@@ -45,6 +45,11 @@ class BadReply(WorkerDied):
     (the harness itself only ever sends plain data)."""
 
 
+class WorkerOverMemory(WorkerDied):
+    """The harness stopped the worker: its processes held more host memory than
+    :attr:`WorkerProcess.host_memory_limit_mb`."""
+
+
 class WorkerTimeout(Exception):
     pass
 
@@ -69,6 +74,9 @@ class WorkerProcess:
         self.memory: dict = {}
         """The worker's latest peaks (``peak_rss_mb``, ``peak_gpu_mb``), from its last reply."""
         self.killed_by_harness = False
+        self.host_memory_limit_mb: float | None = None
+        """Set by the caller: while a request runs, the worker's process group is checked four times a
+        second and stopped (WorkerOverMemory) once its resident memory exceeds this."""
         """Set when :meth:`kill` signals it: a SIGKILL death without it came from outside (the OOM killer)."""
         self.log_file = tempfile.NamedTemporaryFile(prefix=f"cuda_agent_{label}_", suffix=".log", delete=False)
         cmd = [*(prefix or []), sys.executable, "-m", "cuda_agent.sandbox.worker", str(child.fileno())]
@@ -111,13 +119,20 @@ class WorkerProcess:
                 self.kill()
                 raise WorkerTimeout(f"{self.label}: '{msg['op']}' did not finish within {timeout:.0f} s")
             try:
-                ready = self.conn.poll(min(remaining, 1.0))
+                ready = self.conn.poll(min(remaining, 1.0 if self.host_memory_limit_mb is None else 0.25))
             except (EOFError, OSError):
                 ready = True
             if ready:
                 break
             if self.proc.poll() is not None:
                 break
+            if self.host_memory_limit_mb is not None:
+                used = self.group_rss_mb()
+                if used > self.host_memory_limit_mb:
+                    self.kill()
+                    raise WorkerOverMemory(
+                        f"{self.label} held {used / 1024:.1f} GiB of host memory during '{msg['op']}', over its "
+                        f"limit of {self.host_memory_limit_mb / 1024:.1f} GiB: stopped by the harness", self.read_log())
         try:
             data = self.conn.recv_bytes()
         except (EOFError, OSError):
@@ -150,6 +165,26 @@ class WorkerProcess:
         if self.scratch is not None and 128 < code <= 128 + 64:
             return -(code - 128)
         return code
+
+    def group_rss_mb(self) -> float:
+        """Resident memory of every process in the worker's process group (the worker's own group when
+        confined: the process guard keeps its children in it), in MiB."""
+        group = self._read_status().get("child-pid") if self._status_fd is not None else self.proc.pid
+        if not isinstance(group, int):
+            return 0.0
+        pages = 0
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    if int(f.read().rsplit(b")", 1)[1].split()[2]) != group:
+                        continue
+                with open(f"/proc/{entry.name}/statm", "rb") as f:
+                    pages += int(f.read().split()[1])
+            except (OSError, ValueError, IndexError):
+                continue  # gone meanwhile
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
     def _read_status(self) -> dict:
         if self._status_fd is not None:
