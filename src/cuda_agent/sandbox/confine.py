@@ -280,37 +280,48 @@ def enter_landlock() -> dict:
 
 
 # A confined worker's process guard: a seccomp filter (libseccomp, through pyseccomp) on every thread of
-# the worker, loaded before any candidate code. Each row is a system call and the conditions under which
-# it fails with EPERM (all of a row's conditions together; rows for one call are alternatives). ``SELF``
-# is the worker's own PID; pid 0 is "this process" for the scheduling calls. Landlock alone leaves these
-# open: signals below ABI 6, and at every ABI the scheduling, priority and limits of another process of
-# the same user (renicing or pinning the reference worker while it times the baselines).
+# the worker, loaded before any candidate code. Each row: a system call, what it gets, and the conditions
+# (all of them) under which it gets that; rows for one call are alternatives. What it gets: "refused"
+# (EPERM), "no effect" (nothing done, success returned: honest code that pins or renices its own threads
+# by thread id keeps working), "absent" (ENOSYS: glibc falls back to a call the filter can inspect).
+# Conditions: ``SELF`` is the worker's own PID; pid 0 is "this process" for the scheduling calls. "!="
+# compares all 64 bits (high bits set only refuse more); "==" compares the low 32 bits, as the kernel
+# reads an int (a signal number, a command); "low8==" the low 8 bits (clone's exit signal).
+# Landlock alone leaves these open: signals below ABI 6, and at every ABI the scheduling, priority and
+# limits of another process of the same user (renicing or pinning the reference worker while it times the
+# baselines would inflate the speedup), and a SIGKILL of the worker itself (a -1 passed for a harness error).
 SELF = "self"
-PROCESS_GUARD: tuple[tuple[str, tuple[tuple[int, str, object], ...]], ...] = (
-    # signals: only to itself, and never SIGKILL, so that a death by SIGKILL is the harness's or the
-    # out-of-memory killer's (a harness error), never the candidate's way out of a -1
-    ("kill", ((0, "!=", SELF),)), ("kill", ((1, "==", 9),)),
-    ("tgkill", ((0, "!=", SELF),)), ("tgkill", ((2, "==", 9),)),
-    ("tkill", ()),
-    ("rt_sigqueueinfo", ((0, "!=", SELF),)), ("rt_sigqueueinfo", ((1, "==", 9),)),
-    ("rt_tgsigqueueinfo", ((0, "!=", SELF),)), ("rt_tgsigqueueinfo", ((2, "==", 9),)),
-    ("pidfd_open", ((0, "!=", SELF),)), ("pidfd_send_signal", ()),
-    # nor SIGIO/SIGURG through a file's owner: F_SETOWN to another process or group, F_SETOWN_EX (its
-    # target sits behind a pointer), and the ioctls FIOSETOWN and SIOCSPGRP
-    ("fcntl", ((1, "==", 8), (2, "!=", SELF))), ("fcntl", ((1, "==", 15),)),
-    ("ioctl", ((1, "==", 0x8901),)), ("ioctl", ((1, "==", 0x8902),)),
+SIGKILL = 9
+PROCESS_GUARD: tuple[tuple[str, str, tuple[tuple[int, str, object], ...]], ...] = (
+    # signals: only to itself, and never SIGKILL, by any route that names the signal
+    ("kill", "refused", ((0, "!=", SELF),)), ("kill", "refused", ((1, "==", SIGKILL),)),
+    ("tgkill", "refused", ((0, "!=", SELF),)), ("tgkill", "refused", ((2, "==", SIGKILL),)),
+    ("tkill", "refused", ()),
+    ("rt_sigqueueinfo", "refused", ((0, "!=", SELF),)), ("rt_sigqueueinfo", "refused", ((1, "==", SIGKILL),)),
+    ("rt_tgsigqueueinfo", "refused", ((0, "!=", SELF),)), ("rt_tgsigqueueinfo", "refused", ((2, "==", SIGKILL),)),
+    ("pidfd_open", "refused", ((0, "!=", SELF),)), ("pidfd_send_signal", "refused", ()),
+    # ... nor through a file's owner (SIGIO/SIGURG): F_SETOWN to another process or group, F_SETOWN_EX
+    # (its target sits behind a pointer), the ioctls FIOSETOWN and SIOCSPGRP, F_SETSIG to SIGKILL
+    ("fcntl", "refused", ((1, "==", 8), (2, "!=", SELF))), ("fcntl", "refused", ((1, "==", 15),)),
+    ("fcntl", "refused", ((1, "==", 10), (2, "==", SIGKILL))),
+    ("ioctl", "refused", ((1, "==", 0x8901),)), ("ioctl", "refused", ((1, "==", 0x8902),)),
+    # ... nor as a child's exit signal to its parent, nor from a timer or a message queue (their
+    # sigevent sits behind a pointer); clone3 takes its exit signal behind one too
+    ("clone", "refused", ((0, "low8==", SIGKILL),)), ("clone3", "absent", ()),
+    ("timer_create", "refused", ()), ("mq_notify", "refused", ()),
     # no debugging of, or memory access to, another process
-    ("ptrace", ()), ("process_vm_readv", ((0, "!=", SELF),)), ("process_vm_writev", ((0, "!=", SELF),)),
-    ("migrate_pages", ((0, "!=", 0),)), ("move_pages", ((0, "!=", 0),)),
-    # no scheduling, priority or resource limits but its own (setting a limit at all: RLIMIT_CPU's
-    # hard limit ends in a SIGKILL)
-    ("setpriority", ((0, "!=", 0),)), ("setpriority", ((1, "!=", 0),)),  # PRIO_PROCESS, itself
-    ("sched_setaffinity", ((0, "!=", 0),)), ("sched_setscheduler", ((0, "!=", 0),)),
-    ("sched_setparam", ((0, "!=", 0),)), ("sched_setattr", ((0, "!=", 0),)),
-    ("ioprio_set", ((0, "!=", 1),)), ("ioprio_set", ((1, "!=", 0),)),  # IOPRIO_WHO_PROCESS, itself
-    ("setrlimit", ()), ("prlimit64", ((2, "!=", 0),)),  # reading a limit (new limit NULL) stays
+    ("ptrace", "refused", ()),
+    ("process_vm_readv", "refused", ((0, "!=", SELF),)), ("process_vm_writev", "refused", ((0, "!=", SELF),)),
+    ("migrate_pages", "refused", ((0, "!=", 0),)), ("move_pages", "refused", ((0, "!=", 0),)),
+    # no scheduling or priority but its own (by pid 0: by any other id, nothing happens), and no new
+    # resource limit (RLIMIT_CPU's hard limit ends in a SIGKILL); reading a limit (new limit NULL) stays
+    ("setpriority", "no effect", ((0, "!=", 0),)), ("setpriority", "no effect", ((1, "!=", 0),)),
+    ("sched_setaffinity", "no effect", ((0, "!=", 0),)), ("sched_setscheduler", "no effect", ((0, "!=", 0),)),
+    ("sched_setparam", "no effect", ((0, "!=", 0),)), ("sched_setattr", "no effect", ((0, "!=", 0),)),
+    ("ioprio_set", "no effect", ((0, "!=", 1),)), ("ioprio_set", "no effect", ((1, "!=", 0),)),
+    ("setrlimit", "refused", ()), ("prlimit64", "refused", ((2, "!=", 0),)),
     # its descendants stay in its process group, which the harness kills whole when it is done
-    ("setsid", ()), ("setpgid", ()),
+    ("setsid", "refused", ()), ("setpgid", "refused", ()),
 )
 SIGNAL_STATUSES = range(129, 129 + 64)
 """Exit statuses bwrap uses to report a child's death by signal N (128 + N): a guarded worker that exits
@@ -325,16 +336,22 @@ def enter_process_guard() -> dict:
         import pyseccomp as sc
     except Exception as e:  # noqa: BLE001 - not installed (ImportError), or no libseccomp (RuntimeError)
         return {"enforced": False, "why": f"pyseccomp/libseccomp unavailable: {type(e).__name__}: {e}"[:200]}
-    ops = {"==": sc.EQ, "!=": sc.NE}
     pid = os.getpid()
+    actions = {"refused": sc.ERRNO(1), "no effect": sc.ERRNO(0), "absent": sc.ERRNO(38)}  # EPERM, -, ENOSYS
+
+    def arg(i: int, op: str, value) -> object:
+        value = pid if value == SELF else value
+        if op == "!=":
+            return sc.Arg(i, sc.NE, value)
+        return sc.Arg(i, sc.MASKED_EQ, 0xFFFFFFFF if op == "==" else 0xFF, value)
+
     try:
         arch = sc.system_arch()
         f = sc.SyscallFilter(sc.ALLOW)
-        for name, conds in PROCESS_GUARD:
+        for name, action, conds in PROCESS_GUARD:
             if sc.resolve_syscall(arch, name) < 0:  # not a call of this architecture (setrlimit on aarch64)
                 continue
-            args = [sc.Arg(i, ops[op], pid if value == SELF else value) for i, op, value in conds]
-            f.add_rule(sc.ERRNO(1), name, *args)  # EPERM
+            f.add_rule(actions[action], name, *[arg(*c) for c in conds])
         for name in ("exit", "exit_group"):
             for status in SIGNAL_STATUSES:
                 f.add_rule(sc.KILL_PROCESS, name, sc.Arg(0, sc.MASKED_EQ, 0xFF, status))
@@ -343,8 +360,9 @@ def enter_process_guard() -> dict:
     except Exception as e:  # noqa: BLE001 - a kernel without seccomp, a sandbox that forbids it
         return {"enforced": False, "why": f"seccomp filter not loaded: {type(e).__name__}: {e}"[:200]}
     return {"enforced": True, "mechanism": "seccomp (libseccomp), every thread",
-            "refused": "signals to other processes and SIGKILL, ptrace, another process's memory, "
-                       "scheduling, priority and limits, setsid/setpgid, exit statuses 129-192"}
+            "refused": "signals to other processes, SIGKILL by any route that names it, ptrace, another "
+                       "process's memory, new resource limits, setsid/setpgid, exit statuses 129-192",
+            "no effect": "scheduling and priority of any process but itself"}
 
 
 def read_status(fd: int) -> dict:
