@@ -77,11 +77,18 @@ def test_a_failing_reference_is_a_harness_error_not_the_candidates(rehearse, tmp
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize("isolation", ["bwrap", "none"])
-def test_a_candidate_worker_killed_from_outside_is_a_harness_error(rehearse, tmp_path, monkeypatch, isolation):
-    """The out-of-memory killer, as far as the harness can tell. Confined, the worker cannot tell its
-    pid to the outside (its own PID namespace, no shared files), and bwrap reports the SIGKILL as exit
-    137: the test finds the worker as the harness's own child, and the evaluator still reads a SIGKILL."""
-    from cuda_agent.sandbox import process
+@pytest.mark.parametrize("oom", [True, False], ids=["the OOM killer acted", "no OOM kill"])
+def test_a_candidate_worker_killed_from_outside_is_a_harness_error(rehearse, tmp_path, monkeypatch, isolation, oom):
+    """The out-of-memory killer, as far as the harness can tell: a SIGKILL it did not send while the host
+    counted an OOM kill (/proc/vmstat, faked here). Without one, the SIGKILL is the candidate's doing (its
+    process guard closes the routes by which it could send one itself; an operator's kill is rare): -1.
+    Confined, the worker cannot tell its pid to the outside (its own PID namespace, no shared files), and
+    bwrap reports the SIGKILL as exit 137: the test finds the worker as the harness's own child, and the
+    evaluator still reads a SIGKILL."""
+    from cuda_agent.sandbox import memory, process
+
+    counts = iter([7] + [8 if oom else 7] * 1000)  # the evaluator reads it once at its start
+    monkeypatch.setattr(memory, "oom_kills", lambda: next(counts))
 
     started = []
     real_init = process.WorkerProcess.__init__
@@ -106,6 +113,10 @@ def test_a_candidate_worker_killed_from_outside_is_a_harness_error(rehearse, tmp
     killer.start()
     v = rehearse(ws, static_rules=False, isolation=isolation)
     killer.join(timeout=5)
+    if not oom:
+        assert v.verdict == "runtime_error" and v.reward == -1, (v.verdict, v.reasons)
+        assert "neither the harness nor the out-of-memory killer" in v.reasons[0]
+        return
     assert v.verdict == HARNESS_ERROR and v.reward is None, (v.verdict, v.reasons)
     assert v.flags == ["worker_killed"], v.flags
     assert "SIGKILL" in v.reasons[0] and "not counted against the candidate" in v.reasons[0]

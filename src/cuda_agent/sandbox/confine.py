@@ -365,13 +365,13 @@ def enter_process_guard() -> dict:
             "no effect": "scheduling and priority of any process but itself"}
 
 
-def read_status(fd: int) -> dict:
-    """What bwrap wrote to its ``--json-status-fd`` so far (non-blocking): ``child-pid`` and, once the
-    child exited after reaching exec, ``exit-code``."""
+def read_status(fd: int, pending: bytearray) -> dict:
+    """What bwrap wrote to its ``--json-status-fd`` since the last call (non-blocking): ``child-pid``
+    and, once the child exited after reaching exec, ``exit-code``. bwrap writes an object in several
+    pieces: an unfinished line stays in ``pending`` for the next call."""
     import json
 
     os.set_blocking(fd, False)
-    chunks = []
     while True:
         try:
             data = os.read(fd, 65536)
@@ -379,9 +379,11 @@ def read_status(fd: int) -> dict:
             break
         if not data:
             break
-        chunks.append(data)
+        pending += data
     out: dict = {}
-    for line in b"".join(chunks).decode(errors="replace").splitlines():
+    *lines, rest = bytes(pending).split(b"\n")
+    pending[:] = rest
+    for line in lines:
         try:
             doc = json.loads(line)
         except ValueError:

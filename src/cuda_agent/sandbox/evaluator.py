@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..tasks import Task, TaskError, validate_task
-from . import confine
+from . import confine, memory
 from . import inputs as trial_inputs
 from . import roofline
 from .baselines import Baseline, BaselineStore
@@ -118,6 +118,7 @@ class _Evaluation:
         self.work: dict | None = None  # the reference's FLOPs (roofline.Work), from its worker
         self.measured_gbs: float | None = None  # the copy bandwidth measured on this GPU (roofline)
         self.jail = candidate_jail(config)  # how the candidate's worker is confined (None: unconfined)
+        self.oom_kills = memory.oom_kills()  # the host's count, to tell the OOM killer's SIGKILL from others
         self._t_mark = time.perf_counter()
 
     # ------------------------------------------------------------------ driver
@@ -383,6 +384,12 @@ class _Evaluation:
         self.v.flag("reference_error")
         return None
 
+    def _oom_killer_acted(self) -> bool:
+        """Did the host's out-of-memory killer kill anything since this evaluation began? Where the kernel
+        does not count (no ``oom_kill`` in /proc/vmstat), assume it did: the harness's benefit of doubt."""
+        now = memory.oom_kills()
+        return self.oom_kills is None or now is None or now > self.oom_kills
+
     def _confinement_holds(self) -> bool:
         """Ask the confined candidate worker, before its candidate is imported, what it entered; the
         verdict records it. A guard that did not load is the harness's failure (probe() checks it)."""
@@ -427,10 +434,13 @@ class _Evaluation:
                 self.v.fail(HARNESS_ERROR, f"the candidate's confinement could not be set up: "
                                            f"{e.log.strip().splitlines()[0][:300]}")
                 self.v.flag("harness_exception")
-            elif killed_from_outside(self.cand):
-                self.v.fail(HARNESS_ERROR, f"{e}: a SIGKILL the harness did not send (the out-of-memory killer? "
-                                           "an operator?); not counted against the candidate")
+            elif killed_from_outside(self.cand) and self._oom_killer_acted():
+                self.v.fail(HARNESS_ERROR, f"{e}: a SIGKILL the harness did not send, while the host's "
+                                           "out-of-memory killer acted; not counted against the candidate")
                 self.v.flag("worker_killed")
+            elif killed_from_outside(self.cand):
+                self.v.fail(RUNTIME_ERROR, f"{e}: a SIGKILL that neither the harness nor the out-of-memory killer "
+                                           "sent (the host counted no OOM kill meanwhile): the candidate's doing")
             else:
                 self.v.fail(RUNTIME_ERROR, f"{e} (a crash, e.g. a segfault, or sys.exit in the candidate)")
             self.v.log = e.log[-3000:]

@@ -75,6 +75,19 @@ def peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+def oom_kills() -> int | None:
+    """How many processes the kernel's out-of-memory killer has killed since boot (``oom_kill`` in
+    /proc/vmstat), or None where the kernel does not say."""
+    try:
+        with open("/proc/vmstat") as f:
+            for line in f:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def reset_peak_rss() -> None:
     """Start this process's peak RSS afresh (Linux: ``5`` into /proc/self/clear_refs); a no-op elsewhere."""
     try:

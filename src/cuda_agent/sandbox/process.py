@@ -82,6 +82,7 @@ class WorkerProcess:
         cmd = [*(prefix or []), sys.executable, "-m", "cuda_agent.sandbox.worker", str(child.fileno())]
         fds = [child.fileno()]
         self._status_fd: int | None = None
+        self._status_pending = bytearray()
         self._group_killed = False
         self.status: dict = {}
         """What bwrap reported of a confined worker (confine.read_status): ``child-pid``, ``exit-code``."""
@@ -92,8 +93,16 @@ class WorkerProcess:
             cmd = jail.command(cmd, scratch=self.scratch, status_fd=status_w)
             env = {**confined_env(dict(os.environ) if env is None else env), CONFINED_ENV: "1"}
             cwd = None
-        self.proc = subprocess.Popen(cmd, pass_fds=tuple(fds), env=env, cwd=cwd,
-                                     stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            self.proc = subprocess.Popen(cmd, pass_fds=tuple(fds), env=env, cwd=cwd,
+                                         stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        except BaseException:
+            for fd in [*fds[1:], *([self._status_fd] if self._status_fd is not None else [])]:
+                os.close(fd)
+            parent.close()
+            child.close()
+            self.log_file.close()
+            raise
         for fd in fds[1:]:
             os.close(fd)
         child.close()
@@ -188,7 +197,7 @@ class WorkerProcess:
 
     def _read_status(self) -> dict:
         if self._status_fd is not None:
-            self.status.update(read_status(self._status_fd))
+            self.status.update(read_status(self._status_fd, self._status_pending))
         return self.status
 
     def setup_failed(self) -> bool:
@@ -292,7 +301,10 @@ class SparePool:
         spares for ``env`` up to ``keep`` (they start in the background)."""
         key = (tuple(sorted(env.items())), repr(jail))
         with self._lock:
+            dead = [w for _, w in self._free if w.proc.poll() is not None]
             self._free = [(k, w) for k, w in self._free if w.proc.poll() is None]  # drop any that died
+            for w in dead:  # their log, scratch and status pipe
+                w.cleanup()
             worker = next((w for k, w in self._free if k == key), None)
             if worker is not None:
                 self._free = [(k, w) for k, w in self._free if w is not worker]
