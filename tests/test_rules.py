@@ -444,6 +444,20 @@ def build():
     assert found(src) == []
 
 
+def test_a_function_init_calls_is_run_code_when_run_code_reaches_it_through_a_later_helper():
+    """__init__ and build() call table(), defined first; forward calls build(): build() is run code, so table()
+    is too (the fixed point takes a second pass to see it)."""
+    src = MODEL.replace("super().__init__()", "super().__init__()\n        self.w = table()") \
+        .replace("return cuda_ext.f(x)", "return cuda_ext.f(x, build())") + """
+def table():
+    return torch.randn(3)
+
+def build():
+    return table() + 1
+"""
+    assert found(src) == ["torch_compute"]
+
+
 @pytest.mark.parametrize("stmt,binds", [("import ModelNew.kernels", True), ("import kernels.ModelNew", False),
                                         ("import kernels.ModelNew as ModelNew", True)])
 def test_an_import_binds_model_new_by_the_name_it_binds(stmt, binds):

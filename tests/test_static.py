@@ -1791,3 +1791,51 @@ def test_a_null_byte_is_a_syntax_finding_at_the_parsers_line_or_0():
         line = e.lineno or 0
     [f] = check_python("x = 1\x00", "model_new.py")
     assert (f.rule, f.line) == ("syntax", line) and f.message.startswith("syntax error: ")
+
+
+def test_a_nested_module_class_whose_nn_comes_from_a_sibling_file_keeps_its_init_as_initialization_code():
+    """``from .compat import nn`` resolves to compat.nn.Module, which ends in nn.Module: the nested class (outside
+    reach's top-level analysis) is an nn.Module class, so torch in its __init__ is initialization code."""
+    src = ("import torch\nimport cuda_ext\nfrom .compat import nn\n\n\nclass ModelNew(nn.Module):\n"
+           "    class Inner(nn.Module):\n        def __init__(self):\n            super().__init__()\n"
+           "            self.w = torch.randn(3)\n\n    def __init__(self):\n        super().__init__()\n"
+           "        self.inner = ModelNew.Inner()\n\n    def forward(self, x):\n"
+           "        return cuda_ext.f(x, self.inner.w)\n")
+    assert check_python(src, "model_new.py") == []
+    plain = src.replace("class Inner(nn.Module)", "class Inner")
+    assert [(f.rule, f.line) for f in check_python(plain, "model_new.py")] == [("state_across_calls", 10),
+                                                                                ("torch_compute", 10)]
+
+
+def test_a_cpp_comment_between_a_call_and_its_parenthesis_hides_nothing():
+    found = check_cpp("auto y = at::matmul /* fused */ (a, b);\nauto z = a./* act */relu();\n", "k.cu")
+    assert [(f.line, f.message) for f in found] == [
+        (1, "calls the torch operator at::matmul() in C++; write the kernel instead"),
+        (2, "calls .relu() on a tensor in C++; write the kernel instead")]
+
+
+def test_torch_compile_reached_through_an_attribute_is_rejected_even_in_init():
+    src = model("return self.f(x)", init="self.f = torch.compile.__call__(cuda_ext.f)")
+    assert [(f.rule, f.line, f.message) for f in py(src)] == [
+        ("torch_compute", 9, "torch.compile.__call__: compiling with torch is not a CUDA solution")]
+
+
+def test_a_module_level_getattr_is_no_module_override():
+    """PEP 562: a helper module may define __getattr__ at module level; only a class overriding it is flagged."""
+    src = "import torch\n\n\ndef __getattr__(name):\n    return getattr(torch, 'ones')\n"
+    assert check_python(src, "helpers.py") == []
+
+
+def test_only_forward_arguments_are_inputs():
+    """A helper method filling a buffer passed to it, or __init__ scaling its own argument, mutates no input."""
+    src = ("class ModelNew(nn.Module):\n    def __init__(self, w):\n        super().__init__()\n"
+           "        w.mul_(2)\n        self.w = w\n\n    def fill(self, buf):\n        buf.zero_()\n"
+           "        return buf\n\n    def forward(self, x):\n        return cuda_ext.f(x, self.fill(torch.empty_like(x)))\n")
+    assert py(src) == []
+    assert [(f.rule, f.message) for f in py(src.replace("(x, self.fill(", "(x.zero_(), self.fill("))] == [
+        ("input_mutation", "calls x.zero_(): mutates an input in place")]
+
+
+def test_calling_a_torch_module_itself_does_not_crash_the_check():
+    """torch.cuda is a module, not a function: the check judges the call (nothing to find), it does not fail."""
+    assert py(model("m = torch.cuda()\nreturn cuda_ext.f(x)")) == []
