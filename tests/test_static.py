@@ -573,7 +573,8 @@ def test_global_and_nonlocal_state_written_in_a_call_is_a_warning():
                                          ("open('log.txt', encoding='utf-8', mode='x')", True),
                                          ("open('log.txt')", False), ("open('log.txt', 'r')", False),
                                          ("open('log.txt', mode='r', encoding='ascii')", False),
-                                         ("open('log.txt', mode)", False)])
+                                         ("open('log.txt', mode)", False),
+                                         ("open('log.txt', 'rX')", False)])  # an invalid mode: open raises
 def test_opening_a_file_for_writing_is_a_monkey_patch(call, writes):
     found = py(model(f"mode = 'r'\nf = {call}\nreturn cuda_ext.f(x)"))
     assert at(found, "monkey_patch") == ([(13, "opens a file for writing")] if writes else []), found
@@ -707,6 +708,9 @@ FORWARD_FINDINGS = [
     ('breakpoint()', [('monkey_patch', 14, 'calls breakpoint(): dynamic code is not allowed')]),
     ('f = getattr(torch)', [('monkey_patch', 14, 'getattr on a module with a computed name')]),
     ('y = x.float() + x.float()', [('torch_compute', 14, 'calls the tensor method .float() in forward()' + TAIL)]),
+    ('y = F(x)', [('torch_compute', 14, 'calls torch.nn.functional in forward()' + TAIL)]),
+    ('y = torch.linalg(x)', [('torch_compute', 14, 'calls torch.linalg in forward()' + TAIL)]),
+    ('s = torch.nn.Stream()', [('torch_compute', 14, 'builds a torch layer torch.nn.Stream outside __init__/prepare')]),
 ]
 
 
@@ -1839,3 +1843,26 @@ def test_only_forward_arguments_are_inputs():
 def test_calling_a_torch_module_itself_does_not_crash_the_check():
     """torch.cuda is a module, not a function: the check judges the call (nothing to find), it does not fail."""
     assert py(model("m = torch.cuda()\nreturn cuda_ext.f(x)")) == []
+
+
+def test_parameters_and_containers_are_not_torch_layers():
+    """Only nn layers stored on self make a call of self.<attr> torch compute; a Parameter, ParameterList,
+    ParameterDict, ModuleList or ModuleDict does not (calling one raises at run time, not a static finding)."""
+    kinds = ["Parameter(torch.ones(3))", "ParameterList()", "ParameterDict()", "ModuleList()", "ModuleDict()"]
+    init = "\n".join(f"self.a{i} = nn.{k}" for i, k in enumerate(kinds))
+    forward = "\n".join(f"y{i} = self.a{i}(x)" for i in range(len(kinds))) + "\nreturn cuda_ext.f(x)"
+    assert py(model(forward, init=init)) == []
+    assert at(py(model(forward, init=init.replace("ModuleDict()", "Linear(3, 3)"))), "torch_compute") == \
+        [(20, "calls the torch layer self.a4 in forward()" + TAIL)]
+
+
+def test_a_starred_forward_argument_is_an_input():
+    src = "class ModelNew(nn.Module):\n    def forward(self, *xs):\n        xs[0] = 1\n        return cuda_ext.f(*xs)\n"
+    assert [(f.rule, f.line, f.message) for f in py(src)] == [("input_mutation", 8, "writes into the input xs[...]")]
+
+
+def test_cpp_names_that_only_begin_like_an_operator_or_like_c10_cuda_are_not_operators():
+    """at::sumX is not at::sum (only a trailing _ is stripped); a namespace beginning c10::cuda is CUDA-side."""
+    found = check_cpp("auto a = at::sumX(x);\nauto b = c10::cudaext::relu(x);\nauto c = c10::ext::relu(x);\n", "k.cu")
+    assert [(f.line, f.message) for f in found] == [
+        (3, "calls the torch operator c10::ext::relu() in C++; write the kernel instead")]
