@@ -394,7 +394,8 @@ def test_init_of_a_model_new_defined_inside_a_try_block_is_still_init_code():
 
 def test_a_module_base_defined_after_its_subclass_is_still_found():
     """nn.Module classes are found through local bases whatever the order of the classes in the file (a
-    fixed point, not one pass), so ModelNew's __init__ stays initialization code."""
+    fixed point, not one pass), so ModelNew's __init__ stays initialization code. (The import makes the static
+    pass read the base as helpers.Base, so only reach.py's analysis can tell.)"""
     src = """
     from helpers import Base
 
