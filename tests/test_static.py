@@ -1866,3 +1866,15 @@ def test_cpp_names_that_only_begin_like_an_operator_or_like_c10_cuda_are_not_ope
     found = check_cpp("auto a = at::sumX(x);\nauto b = c10::cudaext::relu(x);\nauto c = c10::ext::relu(x);\n", "k.cu")
     assert [(f.line, f.message) for f in found] == [
         (3, "calls the torch operator c10::ext::relu() in C++; write the kernel instead")]
+
+
+def test_a_warning_of_the_parser_names_the_candidates_file():
+    """An invalid escape sequence warns while parsing (a SyntaxWarning on stderr from Python 3.12): the warning
+    names the solution's file, not <unknown>."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_python('import re\nP = re.compile("\\d+")\n', "model_new.py")
+    assert [(w.filename, w.lineno) for w in caught if "invalid escape sequence" in str(w.message)] == [
+        ("model_new.py", 2)]
