@@ -1,7 +1,7 @@
 """Mutation testing of the sandbox's defenses (issue 21): what share of small deliberate bugs in the modules
 that decide verdicts does the CPU suite catch?
 
-    python benchmarks/mutation.py --work /tmp/mutation --children 16 --out mutation.json [--modules compare,reward]
+    python benchmarks/mutation.py --work /var/tmp/mutation --children 16 --out mutation.json [--modules compare,reward]
 
 It copies the working tree (tracked and untracked-not-ignored files) to ``--work`` and runs mutmut there over
 ``sandbox/{compare,reward,inputs,timing,static,reach,guards,worker}.py`` with the CPU suite (``tests/`` less the GPU
@@ -15,6 +15,8 @@ selected test passed; *no tests* when no test reaches its function. Mutants list
 ``mutation_equivalent.txt`` (name, then why it cannot change behaviour) are left out of the score, which is
 caught / (all checked - equivalent) per module. The timing-sensitive tests in DESELECT are left out of the
 run: under parallel load they can fail on an unmutated tree, and such a failure would count as a catch.
+``--work`` must lie outside /tmp: the tests that start a confined process (bubblewrap) see a private, empty /tmp,
+so a mutated package there cannot be imported inside the jail and mutmut's first test run fails.
 """
 
 from __future__ import annotations
@@ -138,7 +140,7 @@ def show_diffs(work: Path, env: dict, names: list[str], dest: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--work", type=Path, default=Path("/tmp/cuda_agent_mutation"))
+    ap.add_argument("--work", type=Path, default=Path("/var/tmp/cuda_agent_mutation"), help="outside /tmp")
     ap.add_argument("--children", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--modules", default=",".join(MODULES))
     ap.add_argument("--tests", default="tests", help="space-separated pytest paths (default: the CPU suite)")
@@ -155,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     modules = args.modules.split(",")
     deselect = DESELECT + [t for t in args.deselect.split(",") if t]
     work = args.work.resolve()
+    if work == Path("/tmp") or Path("/tmp") in work.parents:
+        ap.error("--work must lie outside /tmp (confined test processes get an empty /tmp of their own)")
     if not (args.resume and (work / "mutants").exists()):
         copy_tree(work)
         configure(work, modules, args.tests.split(), deselect)

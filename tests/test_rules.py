@@ -392,6 +392,83 @@ def test_init_of_a_model_new_defined_inside_a_try_block_is_still_init_code():
     assert found(src) == []
 
 
+def test_a_module_base_defined_after_its_subclass_is_still_found():
+    """nn.Module classes are found through local bases whatever the order of the classes in the file (a
+    fixed point, not one pass), so ModelNew's __init__ stays initialization code. (The import makes the static
+    pass read the base as helpers.Base, so only reach.py's analysis can tell.)"""
+    src = """
+    from helpers import Base
+
+    class Plain(nn.Module):
+        pass
+
+    class ModelNew(Base):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.randn(3)
+
+        def forward(self, x):
+            return cuda_ext.f(x, self.w)
+
+    class Base(nn.Module):
+        pass
+    """
+    assert check_python(HEADER + textwrap.dedent(src), "sol.py") == []
+
+
+def test_a_method_named_only_in_a_string_is_run_code():
+    """getattr(self, "helper") hands the method out as a value: it is not a direct call from __init__."""
+    src = """
+    class ModelNew(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = getattr(self, "helper")
+
+        def helper(self, x):
+            return torch.sigmoid(x)
+
+        def forward(self, x):
+            return cuda_ext.f(self.act(x))
+    """
+    assert found(src) == ["torch_compute"]
+
+
+def test_init_code_is_entered_through_a_helper_defined_after_its_callee():
+    """__init__ calls build(), build() calls table(), defined first: table() is initialization code too."""
+    src = MODEL.replace("super().__init__()", "super().__init__()\n        self.w = build()") + """
+def table():
+    return torch.randn(3)
+
+def build():
+    return table() + 1
+"""
+    assert found(src) == []
+
+
+def test_a_function_init_calls_is_run_code_when_run_code_reaches_it_through_a_later_helper():
+    """__init__ and build() call table(), defined first; forward calls build(): build() is run code, so table()
+    is too (the fixed point takes a second pass to see it)."""
+    src = MODEL.replace("super().__init__()", "super().__init__()\n        self.w = table()") \
+        .replace("return cuda_ext.f(x)", "return cuda_ext.f(x, build())") + """
+def table():
+    return torch.randn(3)
+
+def build():
+    return table() + 1
+"""
+    assert found(src) == ["torch_compute"]
+
+
+@pytest.mark.parametrize("stmt,binds", [("import ModelNew.kernels", True), ("import kernels.ModelNew", False),
+                                        ("import kernels.ModelNew as ModelNew", True)])
+def test_an_import_binds_model_new_by_the_name_it_binds(stmt, binds):
+    import ast
+
+    from cuda_agent.sandbox.reach import binds_model_new
+
+    assert binds_model_new(ast.parse(stmt)) == (binds, None)
+
+
 # ----------------------------------------------------------------------------- evaluation, rehearsed on the CPU
 
 @pytest.mark.nvcc

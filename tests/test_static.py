@@ -573,7 +573,8 @@ def test_global_and_nonlocal_state_written_in_a_call_is_a_warning():
                                          ("open('log.txt', encoding='utf-8', mode='x')", True),
                                          ("open('log.txt')", False), ("open('log.txt', 'r')", False),
                                          ("open('log.txt', mode='r', encoding='ascii')", False),
-                                         ("open('log.txt', mode)", False)])
+                                         ("open('log.txt', mode)", False),
+                                         ("open('log.txt', 'rX')", False)])  # an invalid mode: open raises
 def test_opening_a_file_for_writing_is_a_monkey_patch(call, writes):
     found = py(model(f"mode = 'r'\nf = {call}\nreturn cuda_ext.f(x)"))
     assert at(found, "monkey_patch") == ([(13, "opens a file for writing")] if writes else []), found
@@ -707,6 +708,9 @@ FORWARD_FINDINGS = [
     ('breakpoint()', [('monkey_patch', 14, 'calls breakpoint(): dynamic code is not allowed')]),
     ('f = getattr(torch)', [('monkey_patch', 14, 'getattr on a module with a computed name')]),
     ('y = x.float() + x.float()', [('torch_compute', 14, 'calls the tensor method .float() in forward()' + TAIL)]),
+    ('y = F(x)', [('torch_compute', 14, 'calls torch.nn.functional in forward()' + TAIL)]),
+    ('y = torch.linalg(x)', [('torch_compute', 14, 'calls torch.linalg in forward()' + TAIL)]),
+    ('s = torch.nn.Stream()', [('torch_compute', 14, 'builds a torch layer torch.nn.Stream outside __init__/prepare')]),
 ]
 
 
@@ -1791,3 +1795,86 @@ def test_a_null_byte_is_a_syntax_finding_at_the_parsers_line_or_0():
         line = e.lineno or 0
     [f] = check_python("x = 1\x00", "model_new.py")
     assert (f.rule, f.line) == ("syntax", line) and f.message.startswith("syntax error: ")
+
+
+def test_a_nested_module_class_whose_nn_comes_from_a_sibling_file_keeps_its_init_as_initialization_code():
+    """``from .compat import nn`` resolves to compat.nn.Module, which ends in nn.Module: the nested class (outside
+    reach's top-level analysis) is an nn.Module class, so torch in its __init__ is initialization code."""
+    src = ("import torch\nimport cuda_ext\nfrom .compat import nn\n\n\nclass ModelNew(nn.Module):\n"
+           "    class Inner(nn.Module):\n        def __init__(self):\n            super().__init__()\n"
+           "            self.w = torch.randn(3)\n\n    def __init__(self):\n        super().__init__()\n"
+           "        self.inner = ModelNew.Inner()\n\n    def forward(self, x):\n"
+           "        return cuda_ext.f(x, self.inner.w)\n")
+    assert check_python(src, "model_new.py") == []
+    plain = src.replace("class Inner(nn.Module)", "class Inner")
+    assert [(f.rule, f.line) for f in check_python(plain, "model_new.py")] == [("state_across_calls", 10),
+                                                                                ("torch_compute", 10)]
+
+
+def test_a_cpp_comment_between_a_call_and_its_parenthesis_hides_nothing():
+    found = check_cpp("auto y = at::matmul /* fused */ (a, b);\nauto z = a./* act */relu();\n", "k.cu")
+    assert [(f.line, f.message) for f in found] == [
+        (1, "calls the torch operator at::matmul() in C++; write the kernel instead"),
+        (2, "calls .relu() on a tensor in C++; write the kernel instead")]
+
+
+def test_torch_compile_reached_through_an_attribute_is_rejected_even_in_init():
+    src = model("return self.f(x)", init="self.f = torch.compile.__call__(cuda_ext.f)")
+    assert [(f.rule, f.line, f.message) for f in py(src)] == [
+        ("torch_compute", 9, "torch.compile.__call__: compiling with torch is not a CUDA solution")]
+
+
+def test_a_module_level_getattr_is_no_module_override():
+    """PEP 562: a helper module may define __getattr__ at module level; only a class overriding it is flagged."""
+    src = "import torch\n\n\ndef __getattr__(name):\n    return getattr(torch, 'ones')\n"
+    assert check_python(src, "helpers.py") == []
+
+
+def test_only_forward_arguments_are_inputs():
+    """A helper method filling a buffer passed to it, or __init__ scaling its own argument, mutates no input."""
+    src = ("class ModelNew(nn.Module):\n    def __init__(self, w):\n        super().__init__()\n"
+           "        w.mul_(2)\n        self.w = w\n\n    def fill(self, buf):\n        buf.zero_()\n"
+           "        return buf\n\n    def forward(self, x):\n        return cuda_ext.f(x, self.fill(torch.empty_like(x)))\n")
+    assert py(src) == []
+    assert [(f.rule, f.message) for f in py(src.replace("(x, self.fill(", "(x.zero_(), self.fill("))] == [
+        ("input_mutation", "calls x.zero_(): mutates an input in place")]
+
+
+def test_calling_a_torch_module_itself_does_not_crash_the_check():
+    """torch.cuda is a module, not a function: the check judges the call (nothing to find), it does not fail."""
+    assert py(model("m = torch.cuda()\nreturn cuda_ext.f(x)")) == []
+
+
+def test_parameters_and_containers_are_not_torch_layers():
+    """Only nn layers stored on self make a call of self.<attr> torch compute; a Parameter, ParameterList,
+    ParameterDict, ModuleList or ModuleDict does not (calling one raises at run time, not a static finding)."""
+    kinds = ["Parameter(torch.ones(3))", "ParameterList()", "ParameterDict()", "ModuleList()", "ModuleDict()"]
+    init = "\n".join(f"self.a{i} = nn.{k}" for i, k in enumerate(kinds))
+    forward = "\n".join(f"y{i} = self.a{i}(x)" for i in range(len(kinds))) + "\nreturn cuda_ext.f(x)"
+    assert py(model(forward, init=init)) == []
+    assert at(py(model(forward, init=init.replace("ModuleDict()", "Linear(3, 3)"))), "torch_compute") == \
+        [(20, "calls the torch layer self.a4 in forward()" + TAIL)]
+
+
+def test_a_starred_forward_argument_is_an_input():
+    src = "class ModelNew(nn.Module):\n    def forward(self, *xs):\n        xs[0] = 1\n        return cuda_ext.f(*xs)\n"
+    assert [(f.rule, f.line, f.message) for f in py(src)] == [("input_mutation", 8, "writes into the input xs[...]")]
+
+
+def test_cpp_names_that_only_begin_like_an_operator_or_like_c10_cuda_are_not_operators():
+    """at::sumX is not at::sum (only a trailing _ is stripped); a namespace beginning c10::cuda is CUDA-side."""
+    found = check_cpp("auto a = at::sumX(x);\nauto b = c10::cudaext::relu(x);\nauto c = c10::ext::relu(x);\n", "k.cu")
+    assert [(f.line, f.message) for f in found] == [
+        (3, "calls the torch operator c10::ext::relu() in C++; write the kernel instead")]
+
+
+def test_a_warning_of_the_parser_names_the_candidates_file():
+    """An invalid escape sequence warns while parsing (a SyntaxWarning on stderr from Python 3.12): the warning
+    names the solution's file, not <unknown>."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_python('import re\nP = re.compile("\\d+")\n', "model_new.py")
+    assert [(w.filename, w.lineno) for w in caught if "invalid escape sequence" in str(w.message)] == [
+        ("model_new.py", 2)]
