@@ -47,6 +47,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+TMP_BYTES = 4 << 30
+"""Size of a jail's private /tmp. It is memory, not disk: capped, so that filling it cannot drive the host
+into the out-of-memory killer (builds keep their temporaries there: nvcc's are tens of MB)."""
+COVER_BYTES = 1 << 20
+"""Size of the empty tmpfs that covers a hidden path (room for the mount points of later binds only)."""
 INSIDE = "/sandbox"
 """Where a confined process finds its scratch: the solution, its artifact, HOME."""
 ISOLATIONS = ("bwrap", "none")
@@ -207,6 +212,8 @@ class Jail:
             cmd += ["--json-status-fd", str(status_fd)]
         if not self.share_pid:
             cmd += ["--unshare-pid", "--unshare-ipc"]
+        # a private /tmp first, so that a readable path under the host's /tmp (a venv there) stays visible
+        cmd += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
         for p in readable_paths():
             cmd += ["--ro-bind", p, p]
         cmd += ["--dev", "/dev"]
@@ -222,12 +229,11 @@ class Jail:
                 cmd += ["--bind", "/dev/shm", "/dev/shm"]
         else:
             cmd += ["--proc", "/proc"]
-        cmd += ["--tmpfs", "/tmp"]
         for p in [*trusted_paths(), *self.hidden]:
             if os.path.isfile(p):  # a token file: /dev/null in its place (a nodev bind: it cannot be opened)
                 cmd += ["--ro-bind", "/dev/null", p]
             elif os.path.isdir(p) or not os.path.exists(p):
-                cmd += ["--tmpfs", p]
+                cmd += ["--size", str(COVER_BYTES), "--tmpfs", p]
         if scratch is not None:
             cmd += ["--bind", scratch, INSIDE]
         for host, inside in self.ro_binds.items():
