@@ -373,6 +373,22 @@ def test_the_process_guard_refuses_what_reaches_another_process_and_allows_the_r
     assert len(out) == 28
 
 
+def test_bwraps_status_is_read_whole_lines_at_a_time():
+    """bwrap writes its child-pid object in several pieces: a read between them keeps the piece."""
+    from cuda_agent.sandbox.confine import read_status
+
+    r, w = os.pipe()
+    pending = bytearray()
+    try:
+        os.write(w, b'{ "child-pid": 12')
+        assert read_status(r, pending) == {} and pending == b'{ "child-pid": 12'
+        os.write(w, b'3 }\n{ "exit-code": 0 }\n')
+        assert read_status(r, pending) == {"child-pid": 123, "exit-code": 0} and not pending
+    finally:
+        os.close(r)
+        os.close(w)
+
+
 def sleepers(tag: str) -> list[int]:
     found = []
     for p in os.listdir("/proc"):

@@ -2,7 +2,8 @@
 by the test: a stand-in for the reference worker, which shares a GPU worker's PID namespace). It renices
 it, pins it to one CPU, cuts its CPU-time limit and stops it with SIGSTOP: a reference that runs slower
 while it times the baselines inflates the candidate's speedup. Confined, the process guard
-(confine.enter_process_guard) refuses every one of these calls."""
+(confine.enter_process_guard) refuses the limit and the signal, and makes the renice and the pinning
+calls that do nothing."""
 import os
 import resource
 import signal
