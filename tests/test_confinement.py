@@ -253,7 +253,12 @@ def test_exiting_with_the_status_of_a_signal_is_a_crash_not_the_oom_killer(judge
     assert "SIGSYS" in v.reasons[0]
 
 
-def test_sigkill_of_itself_is_refused(judge, shared_pid):
+def test_sigkill_of_itself_is_refused(judge, shared_pid, monkeypatch):
+    from cuda_agent.sandbox import memory
+
+    # the out-of-memory killer acts on the host meanwhile (faked), so a SIGKILL gets the benefit of the doubt
+    counts = iter(range(10**6))
+    monkeypatch.setattr(memory, "oom_kills", lambda: next(counts))
     loose = judge(cheat(judge, "conf_kill_itself"), isolation="none")
     assert loose.verdict == "harness_error" and loose.reward is None  # the way out of a -1 it would be
     v = judge(cheat(judge, "conf_kill_itself"))
