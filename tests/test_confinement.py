@@ -276,6 +276,16 @@ def test_exhausting_host_memory_is_stopped_by_the_harness(judge, shape, request)
     assert "over its limit of 1.5 GiB" in v.reasons[0]
 
 
+def test_filling_the_shared_dev_shm_counts_as_the_candidates_memory(judge, shared_pid):
+    tag = f"cuda_agent_test_{os.getpid()}"
+    try:
+        v = judge(cheat(judge, "conf_fill_dev_shm", MIB=2048, TAG=tag), candidate_host_memory_gb=1.5)
+    finally:
+        if os.path.exists(f"/dev/shm/{tag}"):
+            os.unlink(f"/dev/shm/{tag}")
+    assert v.verdict == "runtime_error" and v.reward == -1 and "host_memory" in v.flags, (v.verdict, v.reasons)
+
+
 def test_a_log_that_poses_as_bwrap_is_the_candidates_crash(judge):
     v = judge(cheat(judge, "conf_pose_as_bwrap"))
     assert v.verdict == "runtime_error" and v.reward == -1, (v.verdict, v.reasons)

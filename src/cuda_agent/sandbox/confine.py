@@ -50,6 +50,8 @@ from pathlib import Path
 TMP_BYTES = 4 << 30
 """Size of a jail's private /tmp. It is memory, not disk: capped, so that filling it cannot drive the host
 into the out-of-memory killer (builds keep their temporaries there: nvcc's are tens of MB)."""
+SHM_BYTES = 1 << 30
+"""Size of a jail's private /dev/shm (a jail of its own PID namespace; a GPU worker's shares the host's)."""
 COVER_BYTES = 1 << 20
 """Size of the empty tmpfs that covers a hidden path (room for the mount points of later binds only)."""
 INSIDE = "/sandbox"
@@ -225,10 +227,12 @@ class Jail:
                     cmd += ["--dev-bind", node, node]
         if self.share_pid:
             cmd += ["--ro-bind", "/proc", "/proc"]
-            if os.path.isdir("/dev/shm"):
+            if os.path.isdir("/dev/shm"):  # the host's: its growth counts as the worker's memory
                 cmd += ["--bind", "/dev/shm", "/dev/shm"]
         else:
-            cmd += ["--proc", "/proc"]
+            cmd += ["--proc", "/proc", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
+        # /dev itself is a tmpfs bwrap made: read-only once its nodes are in, so that it holds no files
+        cmd += ["--remount-ro", "/dev"]
         for p in [*trusted_paths(), *self.hidden]:
             if os.path.isfile(p):  # a token file: /dev/null in its place (a nodev bind: it cannot be opened)
                 cmd += ["--ro-bind", "/dev/null", p]

@@ -76,7 +76,8 @@ class WorkerProcess:
         self.killed_by_harness = False
         self.host_memory_limit_mb: float | None = None
         """Set by the caller: while a request runs, the worker's process group is checked four times a
-        second and stopped (WorkerOverMemory) once its resident memory exceeds this."""
+        second and stopped (WorkerOverMemory) once its memory (:meth:`memory_mb`) exceeds this."""
+        self._shm_base = _shm_used_mb() if jail is not None and jail.share_pid else None
         """Set when :meth:`kill` signals it: a SIGKILL death without it came from outside (the OOM killer)."""
         self.log_file = tempfile.NamedTemporaryFile(prefix=f"cuda_agent_{label}_", suffix=".log", delete=False)
         cmd = [*(prefix or []), sys.executable, "-m", "cuda_agent.sandbox.worker", str(child.fileno())]
@@ -136,7 +137,7 @@ class WorkerProcess:
             if self.proc.poll() is not None:
                 break
             if self.host_memory_limit_mb is not None:
-                used = self.group_rss_mb()
+                used = self.memory_mb()
                 if used > self.host_memory_limit_mb:
                     self.kill()
                     raise WorkerOverMemory(
@@ -174,6 +175,15 @@ class WorkerProcess:
         if self.scratch is not None and 128 < code <= 128 + 64:
             return -(code - 128)
         return code
+
+    def memory_mb(self) -> float:
+        """Host memory the worker holds: its process group's resident memory, plus, for a jail that shares
+        the host's /dev/shm (a GPU worker's), what /dev/shm grew by since the worker started (files there
+        are memory that no process's RSS shows)."""
+        used = self.group_rss_mb()
+        if self._shm_base is not None:
+            used += max(0.0, _shm_used_mb() - self._shm_base)
+        return used
 
     def group_rss_mb(self) -> float:
         """Resident memory of every process in the worker's process group (the worker's own group when
@@ -276,6 +286,14 @@ class WorkerProcess:
     def __exit__(self, *exc) -> None:
         self.close()
         self.cleanup()
+
+
+def _shm_used_mb() -> float:
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return 0.0
+    return (st.f_blocks - st.f_bfree) * st.f_frsize / 2**20
 
 
 def _signal_name(code: int | None) -> str:
