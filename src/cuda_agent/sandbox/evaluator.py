@@ -151,7 +151,7 @@ class _Evaluation:
             cand_env = worker_env(cfg, built)  # a load_inline build's own env: no spares for it
             self.cand = start_worker(cand_env, "candidate", cfg.spare_workers if cand_env == env else 0, self.jail)
             if cfg.candidate_host_memory_gb:
-                self.cand.host_memory_limit_mb = cfg.candidate_host_memory_gb * 1024
+                self.cand.limit_memory(cfg.candidate_host_memory_gb * 1024)
             ref_info = self._ref_step(lambda: self.ref.receive("setup", cfg.baseline_timeout_s))
             if ref_info is None:
                 return

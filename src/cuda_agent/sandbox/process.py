@@ -74,11 +74,12 @@ class WorkerProcess:
         self.memory: dict = {}
         """The worker's latest peaks (``peak_rss_mb``, ``peak_gpu_mb``), from its last reply."""
         self.killed_by_harness = False
-        self.host_memory_limit_mb: float | None = None
-        """Set by the caller: while a request runs, the worker's process group is checked four times a
-        second and stopped (WorkerOverMemory) once its memory (:meth:`memory_mb`) exceeds this."""
-        self._shm_base = _shm_used_mb() if jail is not None and jail.share_pid else None
         """Set when :meth:`kill` signals it: a SIGKILL death without it came from outside (the OOM killer)."""
+        self.host_memory_limit_mb: float | None = None
+        """Set by :meth:`limit_memory`: while a request runs, the worker's memory (:meth:`memory_mb`) is
+        checked four times a second and the worker stopped (WorkerOverMemory) once it exceeds this."""
+        self._shares_shm = jail is not None and jail.share_pid
+        self._shm_base: float | None = None
         self.log_file = tempfile.NamedTemporaryFile(prefix=f"cuda_agent_{label}_", suffix=".log", delete=False)
         cmd = [*(prefix or []), sys.executable, "-m", "cuda_agent.sandbox.worker", str(child.fileno())]
         fds = [child.fileno()]
@@ -175,6 +176,12 @@ class WorkerProcess:
         if self.scratch is not None and 128 < code <= 128 + 64:
             return -(code - 128)
         return code
+
+    def limit_memory(self, mb: float) -> None:
+        """Stop the worker once it holds more than ``mb`` MiB of host memory; /dev/shm's growth counts
+        from now on (a spare may have waited a while)."""
+        self.host_memory_limit_mb = mb
+        self._shm_base = _shm_used_mb() if self._shares_shm else None
 
     def memory_mb(self) -> float:
         """Host memory the worker holds: its process group's resident memory, plus, for a jail that shares
