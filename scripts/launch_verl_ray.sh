@@ -45,11 +45,13 @@ case "$ROLE" in
     ;;
   submit)
     : "${EVAL_URL:?set EVAL_URL=http://<eval node>:8420}"
-    # Clients (the agent loop, the reward) read the token file named by CUDA_AGENT_EVAL_TOKEN_FILE.
+    # Clients (the agent loop, the reward) read the token file named by CUDA_AGENT_EVAL_TOKEN_FILE: its path
+    # travels to the Ray workers, never the token (verl prints what it forwards; verl-launch refuses a token)
     if [ -s "$TOKEN_FILE" ]; then
       export CUDA_AGENT_EVAL_TOKEN_FILE="$(realpath "$TOKEN_FILE")"
-    elif [ -z "${CUDA_AGENT_EVAL_TOKEN:-}" ]; then
-      echo "no token for the evaluation service: copy the eval node's $TOKEN_FILE here or set EVAL_TOKEN_FILE" >&2; exit 1
+      unset CUDA_AGENT_EVAL_TOKEN
+    else
+      echo "no token file for the evaluation service: copy the eval node's token file to storage every node sees and set EVAL_TOKEN_FILE" >&2; exit 1
     fi
     python3 -c 'import sys; from cuda_agent.train.client import EvalClient
 try: EvalClient(sys.argv[1], retries=0, timeout_s=10).check()

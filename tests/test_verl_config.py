@@ -109,13 +109,25 @@ def test_a_value_resolved_only_on_the_driver_fails_the_check(monkeypatch, capsys
     assert validate(PAPER, env_overrides(forwarded)) == []
 
 
-def test_verl_launch_checks_then_forwards_and_masks_the_token(monkeypatch, capsys):
+def test_verl_launch_refuses_to_forward_a_secret_verl_would_print(monkeypatch, capsys):
     for k, v in CLUSTER_ENV.items():
         monkeypatch.setenv(k, v)
+    assert main(["train", "verl-launch", "--no-paper", "--dry-run", str(SMOKE)]) == 1
+    out = capsys.readouterr().out
+    assert "s3cr3t-token" not in out and "$CUDA_AGENT_EVAL_TOKEN would be printed in verl's log" in out
+    assert "set CUDA_AGENT_EVAL_TOKEN_FILE to its path" in out and len(out.strip().splitlines()) == 1
+
+
+def test_verl_launch_checks_then_forwards_the_token_files_path(monkeypatch, capsys):
+    for k, v in CLUSTER_ENV.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("CUDA_AGENT_EVAL_TOKEN")
+    monkeypatch.setenv("CUDA_AGENT_EVAL_TOKEN_FILE", "/shared/eval_token")
     assert main(["train", "verl-launch", "--no-paper", "--dry-run", str(SMOKE), "trainer.total_training_steps=2"]) == 0
     out = capsys.readouterr().out
-    assert "ok (verl" in out and "s3cr3t-token" not in out and "env_vars.CUDA_AGENT_EVAL_TOKEN=***" in out
-    assert "forwarded to Ray workers: CUDA_AGENT_EVAL_TOKEN, CUDA_AGENT_EVAL_URL, CUDA_AGENT_TRAIN_DATA" in out
+    assert "ok (verl" in out and "env_vars.CUDA_AGENT_EVAL_TOKEN_FILE=***" in out  # masked all the same
+    assert ("forwarded to Ray workers: CUDA_AGENT_EVAL_TOKEN_FILE, CUDA_AGENT_EVAL_URL, CUDA_AGENT_TRAIN_DATA"
+            in out)
     argv = main_ppo_argv(SMOKE, ["trainer.total_training_steps=2"], forwarded_env(SMOKE, (), CLUSTER_ENV))
     assert argv[1:8] == ["-m", "verl.trainer.main_ppo", "--config-path", str(CONFIGS), "--config-name",
                          "ppo_agentic_smoke", "hydra.searchpath=[pkg://verl.trainer.config]"]
@@ -219,7 +231,8 @@ def test_the_launcher_submits_with_every_variable_forwarded_and_absolute_paths(t
     env.update(PATH=f"{bin_dir}:{env['PATH']}", PYTHONPATH=f"{ROOT / 'src'}:{env.get('PYTHONPATH', '')}",
                ROLE="submit", HEAD_IP="127.0.0.1", EVAL_URL=f"http://127.0.0.1:{server.server_port}", NNODES="3",
                GPUS_PER_NODE="8", DATA_DIR=str(data), ACTOR=str(tmp_path / "actor"), CRITIC=str(tmp_path / "critic"),
-               CUDA_AGENT_EVAL_TOKEN="launcher-t0ken-0123456789", CONFIG="ppo_agentic_smoke", DRY_RUN="1")
+               EVAL_TOKEN_FILE=str(tmp_path / "eval_token"), CONFIG="ppo_agentic_smoke", DRY_RUN="1")
+    (tmp_path / "eval_token").write_text("launcher-t0ken-0123456789\n")
     try:
         proc = subprocess.run(["bash", str(ROOT / "scripts" / "launch_verl_ray.sh"), "trainer.total_training_steps=1"],
                               env=env, capture_output=True, text=True, timeout=300, check=False)
@@ -229,10 +242,10 @@ def test_the_launcher_submits_with_every_variable_forwarded_and_absolute_paths(t
     out = proc.stdout
     assert "ppo_agentic_smoke.yaml: ok" in out and "launcher-t0ken-0123456789" not in out
     names = out.split("forwarded to Ray workers: ")[1].splitlines()[0].split(", ")
-    assert names == ["CUDA_AGENT_ACTOR", "CUDA_AGENT_CRITIC", "CUDA_AGENT_EVAL_TOKEN", "CUDA_AGENT_EVAL_URL",
+    assert names == ["CUDA_AGENT_ACTOR", "CUDA_AGENT_CRITIC", "CUDA_AGENT_EVAL_TOKEN_FILE", "CUDA_AGENT_EVAL_URL",
                      "CUDA_AGENT_LOOPS", "CUDA_AGENT_RUNS", "CUDA_AGENT_TRAIN_DATA", "CUDA_AGENT_VAL_DATA",
                      "GPUS_PER_NODE", "NNODES"]
     argv = shlex.split(out.strip().splitlines()[-1])
     assert argv[1:3] == ["-m", "verl.trainer.main_ppo"] and "trainer.total_training_steps=1" in argv
     assert f"++{ENV_VARS}.NNODES='3'" in argv and f"++{ENV_VARS}.CUDA_AGENT_RUNS='{ROOT}/runs/verl'" in argv
-    assert f"++{ENV_VARS}.CUDA_AGENT_ACTOR='{os.path.realpath(tmp_path / 'actor')}'" in argv and f"++{ENV_VARS}.CUDA_AGENT_EVAL_TOKEN=***" in argv
+    assert f"++{ENV_VARS}.CUDA_AGENT_ACTOR='{os.path.realpath(tmp_path / 'actor')}'" in argv and f"++{ENV_VARS}.CUDA_AGENT_EVAL_TOKEN_FILE=***" in argv

@@ -257,13 +257,19 @@ def _verl_check(args, overrides: list[str] | None = None) -> int:
 def _verl_launch(args) -> int:
     import os
 
-    from .cluster.launch import LaunchError, env_overrides, forwarded_env, main_ppo_argv, printable
+    from .cluster.launch import LaunchError, env_overrides, forwarded_env, main_ppo_argv, printable, secret_values
 
     try:
         env = forwarded_env(args.config, args.overrides, os.environ)
         forwarding = env_overrides(env)
     except LaunchError as e:
         print(f"{args.config}: {e}")
+        return 1
+    for name in secret_values(env):
+        fix = (f"put the token in a file every node can read and set {name}_FILE to its path instead"
+               if name == "CUDA_AGENT_EVAL_TOKEN" else "set it in each node's environment (ray start) instead")
+        print(f"{args.config}: ${name} would be printed in verl's log (verl prints its ray init kwargs and "
+              f"config), so it is not forwarded to Ray workers: {fix}")
         return 1
     if _verl_check(args, [*args.overrides, *forwarding]):
         return 1

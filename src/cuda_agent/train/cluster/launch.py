@@ -12,8 +12,9 @@ workers only as ``env_vars``, which Ray sets in every worker of the job. Forward
 
 They go in as Hydra overrides (``++ray_kwargs.ray_init.runtime_env.env_vars.NAME='value'``),
 quoted so that the value arrives as the same string (:func:`hydra_quote`). verl prints
-``ray init kwargs`` and the resolved config, so a token passed this way appears in the driver's
-log; a token file on storage every node sees (its path forwarded instead) keeps it out.
+``ray init kwargs`` and the resolved config, so a secret passed this way would appear in the driver's
+log: the launcher refuses to forward one (:func:`secret_values`). The evaluation service's token
+travels as a file on storage every node sees, its path forwarded (``CUDA_AGENT_EVAL_TOKEN_FILE``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ def forwarded_env(config: str | Path, overrides: list[str] | tuple[str, ...], en
         names |= env_names(OmegaConf.load(loops))
     names |= {n for n in environ if n.startswith(FORWARDED_PREFIX)}
     return {n: environ[n] for n in sorted(names) if n in environ}
+
+
+def secret_values(env: Mapping[str, str]) -> list[str]:
+    """Forwarded names that look like secrets and hold the secret itself, not a file's path: verl
+    prints its ray init kwargs and whole config, so their values would land in the driver's log."""
+    return [n for n in env if SECRET.search(n) and not n.endswith(("_FILE", "_PATH", "_DIR"))]
 
 
 def hydra_quote(value: str) -> str:
