@@ -119,7 +119,7 @@ def cluster():
 @pytest.fixture
 def driver_env(tmp_path):
     """What the launcher exports in the submitting shell."""
-    return {"CUDA_AGENT_EVAL_URL": "http://127.0.0.1:18420", "CUDA_AGENT_EVAL_TOKEN": "t0ken-for-the-test",
+    return {"CUDA_AGENT_EVAL_URL": "http://127.0.0.1:18420", "CUDA_AGENT_EVAL_TOKEN_FILE": str(tmp_path / "eval_token"),
             "CUDA_AGENT_TRAIN_DATA": str(tmp_path / "train.parquet"), "CUDA_AGENT_VAL_DATA": str(tmp_path / "val.parquet"),
             "CUDA_AGENT_ACTOR": str(tmp_path / "actor"), "CUDA_AGENT_CRITIC": str(tmp_path / "critic"),
             "CUDA_AGENT_LOOPS": str(ROOT / "configs" / "verl" / "agent_loops.yaml"),
