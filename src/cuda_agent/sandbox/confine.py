@@ -296,12 +296,14 @@ def enter_landlock() -> dict:
 # by thread id keeps working), "absent" (ENOSYS: glibc falls back to a call the filter can inspect).
 # Conditions: ``SELF`` is the worker's own PID; pid 0 is "this process" for the scheduling calls. "!="
 # compares all 64 bits (high bits set only refuse more); "==" compares the low 32 bits, as the kernel
-# reads an int (a signal number, a command); "low8==" the low 8 bits (clone's exit signal).
+# reads an int (a signal number, a command); "low8==" the low 8 bits (clone's exit signal); "mask==" that
+# the value's bits are all set (a flag).
 # Landlock alone leaves these open: signals below ABI 6, and at every ABI the scheduling, priority and
 # limits of another process of the same user (renicing or pinning the reference worker while it times the
 # baselines would inflate the speedup), and a SIGKILL of the worker itself (a -1 passed for a harness error).
 SELF = "self"
 SIGKILL = 9
+CLONE_NEWUSER = 0x10000000
 PROCESS_GUARD: tuple[tuple[str, str, tuple[tuple[int, str, object], ...]], ...] = (
     # signals: only to itself, and never SIGKILL, by any route that names the signal
     ("kill", "refused", ((0, "!=", SELF),)), ("kill", "refused", ((1, "==", SIGKILL),)),
@@ -332,6 +334,8 @@ PROCESS_GUARD: tuple[tuple[str, str, tuple[tuple[int, str, object], ...]], ...] 
     ("setrlimit", "refused", ()), ("prlimit64", "refused", ((2, "!=", 0),)),
     # its descendants stay in its process group, which the harness kills whole when it is done
     ("setsid", "refused", ()), ("setpgid", "refused", ()),
+    # no user namespace of its own, where it could mount a tmpfs of any size (memory outside any RSS)
+    ("unshare", "refused", ((0, "mask==", CLONE_NEWUSER),)), ("clone", "refused", ((0, "mask==", CLONE_NEWUSER),)),
 )
 SIGNAL_STATUSES = range(129, 129 + 64)
 """Exit statuses bwrap uses to report a child's death by signal N (128 + N): a guarded worker that exits
@@ -353,7 +357,8 @@ def enter_process_guard() -> dict:
         value = pid if value == SELF else value
         if op == "!=":
             return sc.Arg(i, sc.NE, value)
-        return sc.Arg(i, sc.MASKED_EQ, 0xFFFFFFFF if op == "==" else 0xFF, value)
+        mask = {"==": 0xFFFFFFFF, "low8==": 0xFF, "mask==": value}[op]  # "mask==": those bits all set
+        return sc.Arg(i, sc.MASKED_EQ, mask, value)
 
     try:
         arch = sc.system_arch()
@@ -371,7 +376,8 @@ def enter_process_guard() -> dict:
         return {"enforced": False, "why": f"seccomp filter not loaded: {type(e).__name__}: {e}"[:200]}
     return {"enforced": True, "mechanism": "seccomp (libseccomp), every thread",
             "refused": "signals to other processes, SIGKILL by any route that names it, ptrace, another "
-                       "process's memory, new resource limits, setsid/setpgid, exit statuses 129-192",
+                       "process's memory, new resource limits, setsid/setpgid, new user namespaces, "
+                       "exit statuses 129-192",
             "no effect": "scheduling and priority of any process but itself"}
 
 

@@ -152,10 +152,14 @@ class _Evaluation:
             self.cand = start_worker(cand_env, "candidate", cfg.spare_workers if cand_env == env else 0, self.jail)
             if cfg.candidate_host_memory_gb:
                 self.cand.limit_memory(cfg.candidate_host_memory_gb * 1024)
+            self.cand.max_reply_bytes = MAX_CANDIDATE_REPLY
             ref_info = self._ref_step(lambda: self.ref.receive("setup", cfg.baseline_timeout_s))
             if ref_info is None:
                 return
             v.gpu, v.torch_version = ref_info["gpu"], ref_info["torch"]
+            if cfg.candidate_host_memory_gb:  # the weights reach the candidate through the host (a few copies)
+                weights = sum(t.numel() * t.element_size() for t in (ref_info.get("state_dict") or {}).values())
+                self.cand.limit_memory(cfg.candidate_host_memory_gb * 1024 + 3 * weights / 2**20)
             v.precision["baseline"] = ref_info["precision"]
             v.timing["footprint"] = ref_info.get("footprint")
             self.work = ref_info.get("work")
@@ -858,6 +862,11 @@ def _visible(device: int) -> str:
         if 0 <= device < len(parts):
             return parts[device]
     return str(device)
+
+
+MAX_CANDIDATE_REPLY = 256 << 20
+"""The longest reply the evaluator reads from a candidate's worker (its replies are scalars and small
+reports; in a CPU rehearsal, outputs by value)."""
 
 
 def killed_from_outside(worker: WorkerProcess | None) -> bool:

@@ -76,15 +76,18 @@ class WorkerProcess:
         self.killed_by_harness = False
         """Set when :meth:`kill` signals it: a SIGKILL death without it came from outside (the OOM killer)."""
         self.host_memory_limit_mb: float | None = None
-        """Set by :meth:`limit_memory`: while a request runs, the worker's memory (:meth:`memory_mb`) is
-        checked four times a second and the worker stopped (WorkerOverMemory) once it exceeds this."""
-        self._shares_shm = jail is not None and jail.share_pid
-        self._shm_base: float | None = None
+        """Set by :meth:`limit_memory`."""
+        self.over_memory: str | None = None
+        """Why the memory watchdog stopped the worker, once it has."""
+        self.max_reply_bytes: int | None = None
+        """A reply longer than this is a BadReply (an untrusted worker cannot stream the evaluator full)."""
+        self._watchdog: threading.Thread | None = None
         self.log_file = tempfile.NamedTemporaryFile(prefix=f"cuda_agent_{label}_", suffix=".log", delete=False)
         cmd = [*(prefix or []), sys.executable, "-m", "cuda_agent.sandbox.worker", str(child.fileno())]
         fds = [child.fileno()]
         self._status_fd: int | None = None
         self._status_pending = bytearray()
+        self._status_lock = threading.Lock()
         self._group_killed = False
         self.status: dict = {}
         """What bwrap reported of a confined worker (confine.read_status): ``child-pid``, ``exit-code``."""
@@ -119,6 +122,8 @@ class WorkerProcess:
         try:
             self.conn.send_bytes(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
         except (BrokenPipeError, ConnectionResetError, OSError):
+            if self.over_memory:
+                raise WorkerOverMemory(f"{self.over_memory} (before '{msg['op']}')", self.read_log()) from None
             raise WorkerDied(f"{self.label} died before '{msg['op']}'", self.read_log()) from None
 
     def receive(self, op: str, timeout: float) -> dict:
@@ -130,23 +135,23 @@ class WorkerProcess:
                 self.kill()
                 raise WorkerTimeout(f"{self.label}: '{msg['op']}' did not finish within {timeout:.0f} s")
             try:
-                ready = self.conn.poll(min(remaining, 1.0 if self.host_memory_limit_mb is None else 0.25))
+                ready = self.conn.poll(min(remaining, 1.0))
             except (EOFError, OSError):
                 ready = True
             if ready:
                 break
             if self.proc.poll() is not None:
                 break
-            if self.host_memory_limit_mb is not None:
-                used = self.memory_mb()
-                if used > self.host_memory_limit_mb:
-                    self.kill()
-                    raise WorkerOverMemory(
-                        f"{self.label} held {used / 1024:.1f} GiB of host memory during '{msg['op']}', over its "
-                        f"limit of {self.host_memory_limit_mb / 1024:.1f} GiB: stopped by the harness", self.read_log())
         try:
-            data = self.conn.recv_bytes()
-        except (EOFError, OSError):
+            data = self.conn.recv_bytes(self.max_reply_bytes)
+        except (EOFError, OSError) as e:
+            if self.over_memory:
+                self.exit_code()
+                raise WorkerOverMemory(f"{self.over_memory} (during '{msg['op']}')", self.read_log()) from None
+            if "bad message length" in str(e) and self.max_reply_bytes:
+                self.kill()
+                raise BadReply(f"{self.label} sent a reply longer than {self.max_reply_bytes >> 20} MiB",
+                               self.read_log()) from None
             code = self.exit_code()
             raise WorkerDied(f"{self.label} exited with code {code} during '{msg['op']}'"
                              f"{_signal_name(code)}", self.read_log()) from None
@@ -178,27 +183,40 @@ class WorkerProcess:
         return code
 
     def limit_memory(self, mb: float) -> None:
-        """Stop the worker once it holds more than ``mb`` MiB of host memory; /dev/shm's growth counts
-        from now on (a spare may have waited a while)."""
+        """Stop the worker once the peak resident memory of its processes (their VmHWM, summed: a spike
+        between two looks still counts) exceeds ``mb`` MiB. A thread looks four times a second for the
+        worker's whole life, whatever the harness is waiting on; the next request to the worker then
+        raises WorkerOverMemory. Calling it again changes the limit."""
         self.host_memory_limit_mb = mb
-        self._shm_base = _shm_used_mb() if self._shares_shm else None
+        if self._watchdog is None:
+            self._watchdog = threading.Thread(target=self._watch_memory, name=f"cuda-agent-{self.label}-memory",
+                                              daemon=True)
+            self._watchdog.start()
 
-    def memory_mb(self) -> float:
-        """Host memory the worker holds: its process group's resident memory, plus, for a jail that shares
-        the host's /dev/shm (a GPU worker's), what /dev/shm grew by since the worker started (files there
-        are memory that no process's RSS shows)."""
-        used = self.group_rss_mb()
-        if self._shm_base is not None:
-            used += max(0.0, _shm_used_mb() - self._shm_base)
-        return used
+    def _watch_memory(self) -> None:
+        while self.proc.poll() is None and not self.over_memory:
+            used = self.group_peak_mb()
+            limit = self.host_memory_limit_mb
+            if limit is not None and used > limit:
+                self.over_memory = (f"{self.label} held {used / 1024:.1f} GiB of host memory, over its limit of "
+                                    f"{limit / 1024:.1f} GiB: stopped by the harness")
+                self.killed_by_harness = True
+                for group in (self.status.get("child-pid"), self.proc.pid):
+                    if isinstance(group, int) and group > 1:
+                        try:
+                            os.killpg(group, signal.SIGKILL)
+                        except (ProcessLookupError, PermissionError):
+                            pass
+                return
+            time.sleep(0.25)
 
-    def group_rss_mb(self) -> float:
-        """Resident memory of every process in the worker's process group (the worker's own group when
-        confined: the process guard keeps its children in it), in MiB."""
+    def group_peak_mb(self) -> float:
+        """Peak resident memory (VmHWM) of every process in the worker's process group, summed, in MiB
+        (the worker's own group when confined: the process guard keeps its children in it)."""
         group = self._read_status().get("child-pid") if self._status_fd is not None else self.proc.pid
         if not isinstance(group, int):
             return 0.0
-        pages = 0
+        kib = 0
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit():
                 continue
@@ -206,16 +224,20 @@ class WorkerProcess:
                 with open(f"/proc/{entry.name}/stat", "rb") as f:
                     if int(f.read().rsplit(b")", 1)[1].split()[2]) != group:
                         continue
-                with open(f"/proc/{entry.name}/statm", "rb") as f:
-                    pages += int(f.read().split()[1])
+                with open(f"/proc/{entry.name}/status", "rb") as f:
+                    for line in f:
+                        if line.startswith(b"VmHWM:"):
+                            kib += int(line.split()[1])
+                            break
             except (OSError, ValueError, IndexError):
                 continue  # gone meanwhile
-        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+        return kib / 1024
 
     def _read_status(self) -> dict:
-        if self._status_fd is not None:
-            self.status.update(read_status(self._status_fd, self._status_pending))
-        return self.status
+        with self._status_lock:  # the memory watchdog reads it too
+            if self._status_fd is not None:
+                self.status.update(read_status(self._status_fd, self._status_pending))
+            return self.status
 
     def setup_failed(self) -> bool:
         """Did bubblewrap exit without ever starting the worker (a jail that cannot be set up)? Told by
@@ -277,9 +299,10 @@ class WorkerProcess:
 
     def cleanup(self, wait: bool = True) -> None:
         self.kill(wait)
-        if self._status_fd is not None:
-            os.close(self._status_fd)
-            self._status_fd = None
+        with self._status_lock:
+            if self._status_fd is not None:
+                os.close(self._status_fd)
+                self._status_fd = None
         try:
             os.unlink(self.log_file.name)
         except OSError:
@@ -293,14 +316,6 @@ class WorkerProcess:
     def __exit__(self, *exc) -> None:
         self.close()
         self.cleanup()
-
-
-def _shm_used_mb() -> float:
-    try:
-        st = os.statvfs("/dev/shm")
-    except OSError:
-        return 0.0
-    return (st.f_blocks - st.f_bfree) * st.f_frsize / 2**20
 
 
 def _signal_name(code: int | None) -> str:
