@@ -547,10 +547,11 @@ def test_the_working_directory_and_home_are_never_bound(monkeypatch, tmp_path):
 
     confine.readable_paths.cache_clear()
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("sys.path", [str(tmp_path), str(Path.home()), "/", *__import__("sys").path])
+    monkeypatch.setattr("sys.path", [str(tmp_path), str(Path.home()), "/", "/tmp", *__import__("sys").path])
     try:
         paths = confine.readable_paths()
         assert str(tmp_path) not in paths and str(Path.home()) not in paths and "/" not in paths
+        assert "/tmp" not in paths  # other workers' scratch and logs (a script started from /tmp)
         assert "/usr" in paths
     finally:
         confine.readable_paths.cache_clear()

@@ -167,8 +167,13 @@ def readable_paths() -> list[str]:
     cuda = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     # `python -m` puts the working directory on sys.path: never bind it, nor the home directory or a
     # parent of it (where the user's keys and other workspaces live)
-    cwd, home = os.getcwd(), str(Path.home())
-    py_path = [p for p in sys.path if p and p != cwd and not (home == p or home.startswith(p.rstrip("/") + "/"))]
+    # nor a temporary directory itself (other workers' scratch and logs lie there; a script started from
+    # /tmp puts it on sys.path), nor a parent of one of these
+    import tempfile
+
+    cwd, private = os.getcwd(), [str(Path.home()), "/tmp", tempfile.gettempdir()]
+    py_path = [p for p in sys.path if p and p != cwd
+               and not any(d == p or d.startswith(p.rstrip("/") + "/") for d in private)]
     cands = [*SYSTEM, sys.prefix, sys.base_prefix, sys.exec_prefix, *py_path,
              str(Path(cuda_agent.__file__).resolve().parent), *tool_dirs, *([cuda] if cuda else [])]
     for p in cands:
