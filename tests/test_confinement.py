@@ -334,6 +334,7 @@ calls = {
     "clone exiting with SIGKILL": lambda: sys_(56, 9 | HI, 0, 0, 0, 0),
     "a user namespace": lambda: sys_(272, 0x10000000),
     "a child in a user namespace": lambda: sys_(56, 0x10000000 | 17, 0, 0, 0, 0),
+    "SysV shared memory": lambda: sys_(29, 0, 1 << 20, 0o1600),  # shmget(IPC_PRIVATE, 1 MiB, IPC_CREAT|0600)
     # nothing happens, success is returned
     "renice other": lambda: os.setpriority(os.PRIO_PROCESS, victim, 19),
     "renice the user": lambda: os.setpriority(os.PRIO_USER, os.getuid(), 19),
@@ -382,7 +383,7 @@ def test_the_process_guard_refuses_what_reaches_another_process_and_allows_the_r
     allowed = {"signal itself", "renice itself", "read a limit", "file owner itself", "fork",
                "renice other", "renice the user", "pin other"}  # the last three: success, but no effect
     assert out == {k: "allowed" if k in allowed else "refused" for k in out}, out
-    assert len(out) == 30
+    assert len(out) == 31
 
 
 def test_bwraps_status_is_read_whole_lines_at_a_time():

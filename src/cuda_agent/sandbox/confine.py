@@ -339,8 +339,11 @@ PROCESS_GUARD: tuple[tuple[str, str, tuple[tuple[int, str, object], ...]], ...] 
     ("setrlimit", "refused", ()), ("prlimit64", "refused", ((2, "!=", 0),)),
     # its descendants stay in its process group, which the harness kills whole when it is done
     ("setsid", "refused", ()), ("setpgid", "refused", ()),
-    # no user namespace of its own, where it could mount a tmpfs of any size (memory outside any RSS)
+    # no user namespace of its own, where it could mount a tmpfs of any size (memory outside any RSS), and
+    # no SysV shared memory (outside any RSS too, and in a GPU worker's shared IPC namespace it would
+    # outlive the evaluation; neither torch nor CUDA IPC uses it)
     ("unshare", "refused", ((0, "mask==", CLONE_NEWUSER),)), ("clone", "refused", ((0, "mask==", CLONE_NEWUSER),)),
+    ("shmget", "refused", ()),
 )
 SIGNAL_STATUSES = range(129, 129 + 64)
 """Exit statuses bwrap uses to report a child's death by signal N (128 + N): a guarded worker that exits
@@ -382,7 +385,7 @@ def enter_process_guard() -> dict:
     return {"enforced": True, "mechanism": "seccomp (libseccomp), every thread",
             "refused": "signals to other processes, SIGKILL by any route that names it, ptrace, another "
                        "process's memory, new resource limits, setsid/setpgid, new user namespaces, "
-                       "exit statuses 129-192",
+                       "SysV shared memory, exit statuses 129-192",
             "no effect": "scheduling and priority of any process but itself"}
 
 
