@@ -393,7 +393,7 @@ def test_the_launcher_submits_only_with_the_services_token(tmp_path, gated):
     _, make = gated
     svc = make()
     run = _launch(tmp_path, "submit", EVAL_URL=svc.url, EVAL_TOKEN_FILE=str(tmp_path / "absent"), HEAD_IP="127.0.0.1")
-    assert run.returncode == 1 and "no token for the evaluation service" in run.stderr
+    assert run.returncode == 1 and "no token file for the evaluation service" in run.stderr
     (tmp_path / "wrong").write_text("wrong-token-wrong-token")
     run = _launch(tmp_path, "submit", EVAL_URL=svc.url, EVAL_TOKEN_FILE=str(tmp_path / "wrong"), HEAD_IP="127.0.0.1")
     assert run.returncode == 1 and "requires a token and refuses ours" in run.stderr, run.stderr
