@@ -281,6 +281,52 @@ def test_a_burst_of_memory_between_two_looks_still_counts(judge, shared_pid):
     assert v.verdict == "runtime_error" and v.reward == -1 and "host_memory" in v.flags, (v.verdict, v.reasons)
 
 
+PEAKS = """
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; x = bytearray(b'1' * (200 << 20)); time.sleep(60)"])
+x = bytearray(b"1" * (300 << 20))
+print("allocated", flush=True)
+sys.stdin.readline()
+del x
+with open("/proc/self/clear_refs", "w") as f:  # VmHWM back to the current RSS
+    f.write("5")
+print("freed", flush=True)
+time.sleep(60)
+"""
+
+
+def test_the_watchdog_counts_every_descendant_and_keeps_a_peak_that_was_cleared():
+    """The memory watchdog's measure (WorkerProcess.group_peak_mb) on a stand-in worker: 300 MiB of its
+    own, then freed with its VmHWM cleared, and a child holding 200 MiB."""
+    import sys
+    import threading
+    import time
+
+    from cuda_agent.sandbox.process import WorkerProcess
+
+    class StandIn(WorkerProcess):
+        def __init__(self, proc):  # only what the measure reads
+            self.proc, self._status_fd, self.status, self._peaks = proc, None, {}, {}
+            self._status_lock = threading.Lock()
+
+    proc = subprocess.Popen([sys.executable, "-c", PEAKS], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        w = StandIn(proc)
+        assert proc.stdout.readline() == "allocated\n"
+        deadline = time.monotonic() + 30
+        while w.group_peak_mb() < 500 and time.monotonic() < deadline:  # the child's 200 MiB still filling
+            time.sleep(0.1)
+        assert w.group_peak_mb() >= 500
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline() == "freed\n"
+        assert w.group_peak_mb() >= 500  # the parent's cleared peak still counts
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def test_a_log_that_poses_as_bwrap_is_the_candidates_crash(judge):
     v = judge(cheat(judge, "conf_pose_as_bwrap"))
     assert v.verdict == "runtime_error" and v.reward == -1, (v.verdict, v.reasons)

@@ -118,6 +118,14 @@ def test_verl_launch_refuses_to_forward_a_secret_verl_would_print(monkeypatch, c
     assert "set CUDA_AGENT_EVAL_TOKEN_FILE to its path" in out and len(out.strip().splitlines()) == 1
 
 
+def test_only_names_that_hold_a_secret_itself_are_refused():
+    from cuda_agent.train.cluster.launch import secret_values
+
+    names = ["CUDA_AGENT_EVAL_TOKEN", "WANDB_API_KEY", "DB_PASSWORD", "CUDA_AGENT_EVAL_TOKEN_FILE",
+             "CUDA_AGENT_TOKENIZER", "KEYBOARD_LAYOUT", "CUDA_AGENT_KEY_DIR", "NNODES"]
+    assert secret_values(dict.fromkeys(names, "x")) == ["CUDA_AGENT_EVAL_TOKEN", "WANDB_API_KEY", "DB_PASSWORD"]
+
+
 def test_verl_launch_checks_then_forwards_the_token_files_path(monkeypatch, capsys):
     for k, v in CLUSTER_ENV.items():
         monkeypatch.setenv(k, v)

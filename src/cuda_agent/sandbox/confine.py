@@ -44,6 +44,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -169,8 +170,6 @@ def readable_paths() -> list[str]:
     # parent of it (where the user's keys and other workspaces live)
     # nor a temporary directory itself (other workers' scratch and logs lie there; a script started from
     # /tmp puts it on sys.path), nor a parent of one of these
-    import tempfile
-
     cwd, private = os.getcwd(), [str(Path.home()), "/tmp", tempfile.gettempdir()]
     py_path = [p for p in sys.path if p and p != cwd
                and not any(d == p or d.startswith(p.rstrip("/") + "/") for d in private)]
@@ -235,10 +234,15 @@ class Jail:
             if os.path.isdir("/dev/shm"):  # the host's: its growth counts as the worker's memory
                 cmd += ["--bind", "/dev/shm", "/dev/shm"]
         else:
-            cmd += ["--proc", "/proc", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
+            # /proc read-only here too: no clearing of the peak memory the harness reads (clear_refs), no
+            # oom_score_adj that makes the worker the OOM killer's first choice
+            cmd += ["--proc", "/proc", "--remount-ro", "/proc", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
         # /dev itself is a tmpfs bwrap made: read-only once its nodes are in, so that it holds no files
         cmd += ["--remount-ro", "/dev"]
-        for p in [*trusted_paths(), *self.hidden]:
+        # the harness's temporary directory, where it lies outside /tmp: other workers' scratch and logs
+        tmp = tempfile.gettempdir()
+        private = [] if tmp == "/tmp" or tmp.startswith("/tmp/") else [tmp]
+        for p in [*trusted_paths(), *self.hidden, *private]:
             if os.path.isfile(p):  # a token file: /dev/null in its place (a nodev bind: it cannot be opened)
                 cmd += ["--ro-bind", "/dev/null", p]
             elif os.path.isdir(p) or not os.path.exists(p):

@@ -41,7 +41,8 @@ from .config import SandboxConfig
 from .gpu import GpuLock, gpu_memory_bytes, no_gpu_reason, rehearsal
 from .logs import trim_traceback
 from .memory import peak_rss_mb, reset_peak_rss
-from .process import BadReply, WorkerDied, WorkerError, WorkerOverMemory, WorkerProcess, WorkerTimeout, start_worker
+from .process import (MAX_UNTRUSTED_REPLY, BadReply, ReplyTooLong, WorkerDied, WorkerError, WorkerOverMemory,
+                      WorkerProcess, WorkerTimeout, start_worker)
 from .reward import paper_reward
 from .solution import REFERENCE, Solution, SolutionError, reference_solution
 from .static import BROKEN, KERNELBENCH, NO_MODEL_NEW, check_solution, rejecting
@@ -152,7 +153,7 @@ class _Evaluation:
             self.cand = start_worker(cand_env, "candidate", cfg.spare_workers if cand_env == env else 0, self.jail)
             if cfg.candidate_host_memory_gb:
                 self.cand.limit_memory(cfg.candidate_host_memory_gb * 1024)
-            self.cand.max_reply_bytes = MAX_CANDIDATE_REPLY
+            self.cand.max_reply_bytes = MAX_UNTRUSTED_REPLY
             ref_info = self._ref_step(lambda: self.ref.receive("setup", cfg.baseline_timeout_s))
             if ref_info is None:
                 return
@@ -192,6 +193,7 @@ class _Evaluation:
                 v.timing["gpu_uuid"] = self.lock.key
             self._roofline(ref_info["state_dict"])
         finally:
+            self._over_memory()
             self._memory_figures()
             if self.baseline_claim is not None:
                 self.baseline_claim.close()
@@ -388,6 +390,21 @@ class _Evaluation:
         self.v.flag("reference_error")
         return None
 
+    def _over_memory(self) -> None:
+        """The watchdog stopped the candidate (or stops it now, on a last look): whatever the harness was
+        waiting on then, a success or a reference that failed reading the candidate's outputs, the
+        verdict is the candidate's runtime error."""
+        cand, v = self.cand, self.v
+        if cand is None or cand.host_memory_limit_mb is None or "host_memory" in v.flags:
+            return
+        cand.look_at_memory()
+        if cand.over_memory:
+            if v.verdict in (CORRECT, HARNESS_ERROR):
+                v.verdict = RUNTIME_ERROR
+                v.flags = [f for f in v.flags if f not in ("reference_error", "worker_killed", "harness_exception")]
+            v.reasons.insert(0, cand.over_memory)
+            v.flag("host_memory")
+
     def _oom_killer_acted(self) -> bool:
         """Did the host's out-of-memory killer kill anything since this evaluation began? Where the kernel
         does not count (no ``oom_kill`` in /proc/vmstat), assume it did: the harness's benefit of doubt."""
@@ -431,6 +448,10 @@ class _Evaluation:
         except WorkerOverMemory as e:
             self.v.fail(RUNTIME_ERROR, str(e))
             self.v.flag("host_memory")
+            self.v.log = e.log[-3000:]
+        except ReplyTooLong as e:
+            self.v.fail(RUNTIME_ERROR, str(e))
+            self.v.flag("reply_too_long")
             self.v.log = e.log[-3000:]
         except WorkerDied as e:
             if self.cand is not None and self.cand.setup_failed():
@@ -862,11 +883,6 @@ def _visible(device: int) -> str:
         if 0 <= device < len(parts):
             return parts[device]
     return str(device)
-
-
-MAX_CANDIDATE_REPLY = 256 << 20
-"""The longest reply the evaluator reads from a candidate's worker (its replies are scalars and small
-reports; in a CPU rehearsal, outputs by value)."""
 
 
 def killed_from_outside(worker: WorkerProcess | None) -> bool:

@@ -50,6 +50,15 @@ class WorkerOverMemory(WorkerDied):
     :attr:`WorkerProcess.host_memory_limit_mb`."""
 
 
+class ReplyTooLong(WorkerDied):
+    """The worker's reply was longer than :attr:`WorkerProcess.max_reply_bytes` (the worker is stopped)."""
+
+
+MAX_UNTRUSTED_REPLY = 256 << 20
+"""The longest reply the harness reads from a worker that runs candidate code (its replies are scalars
+and small reports; in a CPU rehearsal, outputs by value)."""
+
+
 class WorkerTimeout(Exception):
     pass
 
@@ -82,6 +91,8 @@ class WorkerProcess:
         self.max_reply_bytes: int | None = None
         """A reply longer than this is a BadReply (an untrusted worker cannot stream the evaluator full)."""
         self._watchdog: threading.Thread | None = None
+        self._look_lock = threading.Lock()
+        self._peaks: dict[int, int] = {}  # pid -> the highest VmHWM seen (KiB): a reset of it still counts
         self.log_file = tempfile.NamedTemporaryFile(prefix=f"cuda_agent_{label}_", suffix=".log", delete=False)
         cmd = [*(prefix or []), sys.executable, "-m", "cuda_agent.sandbox.worker", str(child.fileno())]
         fds = [child.fileno()]
@@ -150,8 +161,8 @@ class WorkerProcess:
                 raise WorkerOverMemory(f"{self.over_memory} (during '{msg['op']}')", self.read_log()) from None
             if "bad message length" in str(e) and self.max_reply_bytes:
                 self.kill()
-                raise BadReply(f"{self.label} sent a reply longer than {self.max_reply_bytes >> 20} MiB",
-                               self.read_log()) from None
+                raise ReplyTooLong(f"{self.label} sent a reply longer than {self.max_reply_bytes >> 20} MiB "
+                                   "(outputs travel on the GPU; a large output on the CPU?)", self.read_log()) from None
             code = self.exit_code()
             raise WorkerDied(f"{self.label} exited with code {code} during '{msg['op']}'"
                              f"{_signal_name(code)}", self.read_log()) from None
@@ -194,44 +205,56 @@ class WorkerProcess:
             self._watchdog.start()
 
     def _watch_memory(self) -> None:
-        while self.proc.poll() is None and not self.over_memory:
-            used = self.group_peak_mb()
-            limit = self.host_memory_limit_mb
-            if limit is not None and used > limit:
-                self.over_memory = (f"{self.label} held {used / 1024:.1f} GiB of host memory, over its limit of "
-                                    f"{limit / 1024:.1f} GiB: stopped by the harness")
-                self.killed_by_harness = True
-                for group in (self.status.get("child-pid"), self.proc.pid):
-                    if isinstance(group, int) and group > 1:
-                        try:
-                            os.killpg(group, signal.SIGKILL)
-                        except (ProcessLookupError, PermissionError):
-                            pass
-                return
+        while self.proc.poll() is None and not self.look_at_memory():
             time.sleep(0.25)
 
+    def look_at_memory(self) -> bool:
+        """One look of the watchdog: stop the worker if it is over its limit. True once it has been."""
+        with self._look_lock:
+            if self.over_memory or self.host_memory_limit_mb is None or self.proc.poll() is not None:
+                return bool(self.over_memory)
+            used, limit = self.group_peak_mb(), self.host_memory_limit_mb
+            if used <= limit:
+                return False
+            self.over_memory = (f"{self.label} held {used / 1024:.2f} GiB of host memory, over its limit of "
+                                f"{limit / 1024:.2f} GiB: stopped by the harness")
+            self.killed_by_harness = True
+            for group in (self.status.get("child-pid"), self.proc.pid):
+                if isinstance(group, int) and group > 1:
+                    try:
+                        os.killpg(group, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            return True
+
     def group_peak_mb(self) -> float:
-        """Peak resident memory (VmHWM) of every process in the worker's process group, summed, in MiB
-        (the worker's own group when confined: the process guard keeps its children in it)."""
-        group = self._read_status().get("child-pid") if self._status_fd is not None else self.proc.pid
-        if not isinstance(group, int):
+        """Peak resident memory of the worker's processes (the leader of its process group and every
+        descendant: the process guard keeps them in the group), summed, in MiB. Per process the highest
+        VmHWM ever seen counts, so that clearing it (``/proc/self/clear_refs``) does not hide a peak; a
+        process that has exited no longer counts."""
+        leader = self._read_status().get("child-pid") if self._status_fd is not None else self.proc.pid
+        if not isinstance(leader, int):
             return 0.0
-        kib = 0
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
+        alive, todo = set(), [leader]
+        while todo and len(alive) < 100_000:
+            pid = todo.pop()
+            if pid in alive:
                 continue
             try:
-                with open(f"/proc/{entry.name}/stat", "rb") as f:
-                    if int(f.read().rsplit(b")", 1)[1].split()[2]) != group:
-                        continue
-                with open(f"/proc/{entry.name}/status", "rb") as f:
-                    for line in f:
-                        if line.startswith(b"VmHWM:"):
-                            kib += int(line.split()[1])
-                            break
-            except (OSError, ValueError, IndexError):
+                with open(f"/proc/{pid}/status", "rb") as f:
+                    hwm = next((int(line.split()[1]) for line in f if line.startswith(b"VmHWM:")), 0)
+            except (OSError, ValueError):
                 continue  # gone meanwhile
-        return kib / 1024
+            try:  # its children, thread by thread (a kernel without CONFIG_PROC_CHILDREN: the leader only)
+                for task in os.scandir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{task.name}/children", "rb") as f:
+                        todo.extend(int(c) for c in f.read().split())
+            except (OSError, ValueError):
+                pass
+            alive.add(pid)
+            self._peaks[pid] = max(self._peaks.get(pid, 0), hwm)
+        self._peaks = {p: k for p, k in self._peaks.items() if p in alive}
+        return sum(self._peaks.values()) / 1024
 
     def _read_status(self) -> dict:
         with self._status_lock:  # the memory watchdog reads it too

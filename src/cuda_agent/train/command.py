@@ -266,8 +266,9 @@ def _verl_launch(args) -> int:
         print(f"{args.config}: {e}")
         return 1
     for name in secret_values(env):
-        fix = (f"put the token in a file every node can read and set {name}_FILE to its path instead"
-               if name == "CUDA_AGENT_EVAL_TOKEN" else "set it in each node's environment (ray start) instead")
+        fix = ("set it in each node's environment (ray start) instead" if name != "CUDA_AGENT_EVAL_TOKEN" else
+               f"unset it: {name}_FILE is set" if os.environ.get(f"{name}_FILE") else
+               f"put the token in a file every node can read and set {name}_FILE to its path instead")
         print(f"{args.config}: ${name} would be printed in verl's log (verl prints its ray init kwargs and "
               f"config), so it is not forwarded to Ray workers: {fix}")
         return 1

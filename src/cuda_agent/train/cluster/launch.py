@@ -54,10 +54,15 @@ def forwarded_env(config: str | Path, overrides: list[str] | tuple[str, ...], en
     return {n: environ[n] for n in sorted(names) if n in environ}
 
 
+SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|KEY)$", re.IGNORECASE)
+"""A name that holds a secret itself: it ends in one of these parts (``CUDA_AGENT_EVAL_TOKEN``,
+``WANDB_API_KEY``), unlike a file's path (``..._TOKEN_FILE``) or a lookalike (``..._TOKENIZER``)."""
+
+
 def secret_values(env: Mapping[str, str]) -> list[str]:
-    """Forwarded names that look like secrets and hold the secret itself, not a file's path: verl
-    prints its ray init kwargs and whole config, so their values would land in the driver's log."""
-    return [n for n in env if SECRET.search(n) and not n.endswith(("_FILE", "_PATH", "_DIR"))]
+    """Forwarded names that hold a secret itself (:data:`SECRET_NAME`): verl prints its ray init kwargs
+    and whole config, so their values would land in the driver's log."""
+    return [n for n in env if SECRET_NAME.search(n)]
 
 
 def hydra_quote(value: str) -> str:
