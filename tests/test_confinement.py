@@ -273,7 +273,7 @@ def test_exhausting_host_memory_is_stopped_by_the_harness(judge, shape, request)
     v = judge(cheat(judge, "conf_exhaust_host_memory", MIB=2048), candidate_host_memory_gb=1.5,
               isolation="none" if shape == "unconfined" else "bwrap")
     assert v.verdict == "runtime_error" and v.reward == -1 and "host_memory" in v.flags, (v.verdict, v.reasons)
-    assert "over its limit of 1.5 GiB" in v.reasons[0]
+    assert "over its limit of 1.50 GiB" in v.reasons[0]
 
 
 def test_a_burst_of_memory_between_two_looks_still_counts(judge, shared_pid):
