@@ -231,11 +231,12 @@ class WorkerProcess:
         """Peak resident memory of the worker's processes (the leader of its process group and every
         descendant: the process guard keeps them in the group), summed, in MiB. Per process the highest
         VmHWM ever seen counts, so that clearing it (``/proc/self/clear_refs``) does not hide a peak; a
-        process that has exited no longer counts."""
+        process that has exited no longer counts. Memory files they hold open (``memfd_create``, files in
+        /dev/shm: memory no RSS shows until mapped) count too, each once."""
         leader = self._read_status().get("child-pid") if self._status_fd is not None else self.proc.pid
         if not isinstance(leader, int):
             return 0.0
-        alive, todo = set(), [leader]
+        alive, todo, files = set(), [leader], {}
         while todo and len(alive) < 100_000:
             pid = todo.pop()
             if pid in alive:
@@ -253,8 +254,9 @@ class WorkerProcess:
                 pass
             alive.add(pid)
             self._peaks[pid] = max(self._peaks.get(pid, 0), hwm)
+            _memory_files(pid, files)
         self._peaks = {p: k for p, k in self._peaks.items() if p in alive}
-        return sum(self._peaks.values()) / 1024
+        return (sum(self._peaks.values()) * 1024 + sum(files.values())) / 2**20
 
     def _read_status(self) -> dict:
         with self._status_lock:  # the memory watchdog reads it too
@@ -339,6 +341,22 @@ class WorkerProcess:
     def __exit__(self, *exc) -> None:
         self.close()
         self.cleanup()
+
+
+def _memory_files(pid: int, files: dict) -> None:
+    """Add the memory files ``pid`` holds open (memfd, /dev/shm) to ``files``: (device, inode) -> bytes."""
+    try:
+        fds = list(os.scandir(f"/proc/{pid}/fd"))
+    except OSError:
+        return
+    for fd in fds:
+        try:
+            target = os.readlink(fd.path)
+            if target.startswith(("/memfd:", "/dev/shm/")):
+                st = os.stat(fd.path)
+                files[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+        except OSError:
+            continue
 
 
 def _signal_name(code: int | None) -> str:
