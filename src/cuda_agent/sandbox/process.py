@@ -89,7 +89,7 @@ class WorkerProcess:
         self.over_memory: str | None = None
         """Why the memory watchdog stopped the worker, once it has."""
         self.max_reply_bytes: int | None = None
-        """A reply longer than this is a BadReply (an untrusted worker cannot stream the evaluator full)."""
+        """A reply longer than this is a ReplyTooLong (an untrusted worker cannot stream the evaluator full)."""
         self._watchdog: threading.Thread | None = None
         self._look_lock = threading.Lock()
         self._peaks: dict[int, int] = {}  # pid -> the highest VmHWM seen (KiB): a reset of it still counts
