@@ -231,7 +231,7 @@ class Jail:
                     cmd += ["--dev-bind", node, node]
         if self.share_pid:
             cmd += ["--ro-bind", "/proc", "/proc"]
-            if os.path.isdir("/dev/shm"):  # the host's: its growth counts as the worker's memory
+            if os.path.isdir("/dev/shm"):  # the host's (torch keeps the CUDA IPC handles' counts there)
                 cmd += ["--bind", "/dev/shm", "/dev/shm"]
         else:
             # /proc read-only here too: no clearing of the peak memory the harness reads (clear_refs), no

@@ -151,16 +151,14 @@ class _Evaluation:
             # started now, so that its interpreter and torch load while the reference sets up
             cand_env = worker_env(cfg, built)  # a load_inline build's own env: no spares for it
             self.cand = start_worker(cand_env, "candidate", cfg.spare_workers if cand_env == env else 0, self.jail)
-            if cfg.candidate_host_memory_gb:
-                self.cand.limit_memory(cfg.candidate_host_memory_gb * 1024)
-            self.cand.max_reply_bytes = MAX_UNTRUSTED_REPLY
+            restrain_candidate(self.cand, cfg)
             ref_info = self._ref_step(lambda: self.ref.receive("setup", cfg.baseline_timeout_s))
             if ref_info is None:
                 return
             v.gpu, v.torch_version = ref_info["gpu"], ref_info["torch"]
-            if cfg.candidate_host_memory_gb:  # the weights reach the candidate through the host (a few copies)
-                weights = sum(t.numel() * t.element_size() for t in (ref_info.get("state_dict") or {}).values())
-                self.cand.limit_memory(cfg.candidate_host_memory_gb * 1024 + 3 * weights / 2**20)
+            # the weights reach the candidate through the host (a few copies)
+            weights = sum(t.numel() * t.element_size() for t in (ref_info.get("state_dict") or {}).values())
+            restrain_candidate(self.cand, cfg, extra_mb=3 * weights / 2**20)
             v.precision["baseline"] = ref_info["precision"]
             v.timing["footprint"] = ref_info.get("footprint")
             self.work = ref_info.get("work")
@@ -818,6 +816,14 @@ def timed_output_mismatches(cand: list, ref: list, tolerance: float) -> list[int
         if not ok:
             bad.append(i)
     return bad
+
+
+def restrain_candidate(worker: WorkerProcess, config: SandboxConfig, extra_mb: float = 0.0) -> None:
+    """What the harness holds a worker that runs candidate code to: the longest reply it reads, and its
+    host memory limit (``candidate_host_memory_gb``, plus ``extra_mb``)."""
+    worker.max_reply_bytes = MAX_UNTRUSTED_REPLY
+    if config.candidate_host_memory_gb:
+        worker.limit_memory(config.candidate_host_memory_gb * 1024 + extra_mb)
 
 
 def candidate_jail(config: SandboxConfig) -> confine.Jail | None:

@@ -221,10 +221,7 @@ class WorkerProcess:
             self.killed_by_harness = True
             for group in (self.status.get("child-pid"), self.proc.pid):
                 if isinstance(group, int) and group > 1:
-                    try:
-                        os.killpg(group, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
+                    _killpg(group)
             return True
 
     def group_peak_mb(self) -> float:
@@ -304,14 +301,9 @@ class WorkerProcess:
         child = self._read_status().get("child-pid")
         if isinstance(child, int) and child > 1 and not self._group_killed:
             self._group_killed = not alive  # once the worker is gone: its PID could be reused later
-            try:
-                os.killpg(child, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _killpg(child)
         if alive:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+            if not _killpg(self.proc.pid):
                 self.proc.kill()
             if wait:
                 self.proc.wait()
@@ -341,6 +333,15 @@ class WorkerProcess:
     def __exit__(self, *exc) -> None:
         self.close()
         self.cleanup()
+
+
+def _killpg(group: int) -> bool:
+    """SIGKILL process group ``group``; False where there is none (or it is not the harness's to kill)."""
+    try:
+        os.killpg(group, signal.SIGKILL)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
 
 
 def _memory_files(pid: int, files: dict) -> None:

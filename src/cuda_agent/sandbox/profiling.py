@@ -22,9 +22,10 @@ from .baselines import BaselineStore
 from .build import build
 from .config import SandboxConfig
 from . import confine
-from .evaluator import candidate_jail, candidate_setup, reference_setup, stage_candidate, worker_env
+from .evaluator import (candidate_jail, candidate_setup, reference_setup, restrain_candidate, stage_candidate,
+                        worker_env)
 from .gpu import gpu_lock, no_gpu_reason
-from .process import MAX_UNTRUSTED_REPLY, WorkerDied, WorkerError, WorkerProcess, WorkerTimeout, start_worker
+from .process import WorkerDied, WorkerError, WorkerProcess, WorkerTimeout, start_worker
 from .solution import Solution
 
 NCU_METRICS = ("gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,"
@@ -108,9 +109,7 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
         cand = start_worker(cand_env, "candidate", config.spare_workers if cand_env == env else 0,  # loads meanwhile
                             candidate_jail(config))
         workers.append(cand)
-        cand.max_reply_bytes = MAX_UNTRUSTED_REPLY
-        if config.candidate_host_memory_gb:
-            cand.limit_memory(config.candidate_host_memory_gb * 1024)
+        restrain_candidate(cand, config)
         setup = ref.request(reference_setup(task, config, seed, init_inputs), config.baseline_timeout_s)
         cand_msg = candidate_setup(task, solution, built, dataclasses.replace(config, strict=True, calibrate=False),
                                    seed, init_inputs, setup["state_dict"], cand)
@@ -168,9 +167,7 @@ def _ncu(solution: Solution, built, cand_msg: dict, env: dict, config: SandboxCo
               "--metrics", NCU_METRICS, "--kernel-name", f"regex:{names}", "--launch-count", "6",
               "--log-file", str(out_csv) if jail is None else f"{confine.INSIDE}/ncu.csv"]
     worker = WorkerProcess(env=env, cwd=str(solution.root), label="candidate-ncu", prefix=prefix, jail=jail)
-    worker.max_reply_bytes = MAX_UNTRUSTED_REPLY
-    if config.candidate_host_memory_gb:
-        worker.limit_memory(config.candidate_host_memory_gb * 1024)
+    restrain_candidate(worker, config)
     if jail is not None:
         out_csv = Path(worker.scratch) / "ncu.csv"
         cand_msg = {**cand_msg, "solution": stage_candidate(solution, built, worker)}
