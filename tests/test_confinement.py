@@ -613,6 +613,36 @@ def test_the_working_directory_and_home_are_never_bound(monkeypatch, tmp_path):
         confine.readable_paths.cache_clear()
 
 
+def test_a_linked_toolkit_inside_a_bound_directory_is_reached_through_its_link(monkeypatch):
+    """CUDA_HOME=/usr/local/cuda, a link to /usr/local/cuda-13.0 inside the bound /usr (the H200's layout):
+    the jail started; binding the link itself failed ("Can't bind mount ... on /newroot/usr/local/cuda")."""
+    import tempfile
+    from pathlib import Path
+
+    from cuda_agent.sandbox import confine
+
+    top = Path(tempfile.mkdtemp(prefix="ca_linked_", dir="/var/tmp"))  # not /tmp: jails never bind it
+    outside = Path(tempfile.mkdtemp(prefix="ca_target_", dir="/var/tmp"))
+    try:
+        (top / "cuda-13.0" / "bin").mkdir(parents=True)
+        (top / "cuda-13.0" / "bin" / "nvcc").write_text("toolkit\n")
+        (top / "cuda").symlink_to(top / "cuda-13.0")  # absolute, as the toolkit's installer makes it
+        (outside / "f").write_text("outside\n")
+        (top / "elsewhere").symlink_to(outside)  # a link inside a bound directory to one that is not
+        monkeypatch.setattr("sys.path", [str(top), str(top / "elsewhere"), *__import__("sys").path])
+        monkeypatch.setenv("CUDA_HOME", str(top / "cuda"))
+        confine.readable_paths.cache_clear()
+        paths = confine.readable_paths()
+        assert str(top) in paths and str(top / "cuda") not in paths and str(outside) in paths
+        r = subprocess.run(Jail().command(["cat", f"{top}/cuda/bin/nvcc", f"{top}/elsewhere/f"], scratch=None),
+                           capture_output=True, text=True, env=confined_env(dict(os.environ)), timeout=60)
+        assert r.returncode == 0 and r.stdout == "toolkit\noutside\n", r.stderr
+    finally:
+        confine.readable_paths.cache_clear()
+        shutil.rmtree(top, ignore_errors=True)
+        shutil.rmtree(outside, ignore_errors=True)
+
+
 def test_a_jail_that_cannot_start_is_the_harnesss_failure_not_the_candidates(judge, monkeypatch):
     from cuda_agent.sandbox import evaluator
 

@@ -178,11 +178,15 @@ def readable_paths() -> list[str]:
     for p in cands:
         if not p or not os.path.isabs(p) or not os.path.exists(p):
             continue
-        p = os.path.normpath(p)
-        if p == "/" or p in seen:
-            continue
-        seen.append(p)
-    return seen
+        # a link's target first (CUDA_HOME=/usr/local/cuda -> /usr/local/cuda-13.0): what it leads to must
+        # be visible for the link to lead anywhere
+        for q in (os.path.realpath(p), os.path.normpath(p)):
+            if q != "/" and q not in seen:
+                seen.append(q)
+    # nothing that lies inside another bound path: it is visible already, and bwrap cannot bind onto a
+    # symbolic link inside the new root (an absolute link resolves against the old one: "Can't bind mount
+    # /oldroot/usr/local/cuda-13.0 on /newroot/usr/local/cuda")
+    return [p for p in seen if not any(r != p and p.startswith(r.rstrip("/") + "/") for r in seen)]
 
 
 def confined_env(env: dict[str, str]) -> dict[str, str]:
