@@ -3,6 +3,7 @@
 # Usage (from the device tool, repo root):  bash benchmarks/device_verify.sh STAGE [STAGE ...]
 #   (several stages run in order in one call; after `smoke`, the rest run only if both smoke evaluations
 #   were correct; STAGE_TIMEOUT=S caps the pytest stages, `tests` and `roofline`, at S seconds)
+#   setup    - the installation only (every stage does it first)
 #   smoke    - (~1 min, run it first) one confined and one unconfined evaluation of examples/swish
 #   tests    - pytest -m gpu: sandbox (honest, failures, every cheat, static-off), agent, synth GPU
 #   figures  - sandbox repeatability (the GEMM and a compute-bound sin loop) / calibration / hardening cost
@@ -41,6 +42,7 @@ T=${STAGE_TIMEOUT:-540}
 run_stage() {
 stage=$1
 case "$stage" in
+  setup) ;;  # the installation above only
   smoke)
     # (~1 min) before anything long: one confined and one unconfined evaluation of examples/swish, so that a
     # jail that breaks CUDA (IPC across the jail, the process guard, device nodes) shows in one minute
