@@ -4,7 +4,7 @@
 Each variant starts CUDA (device count, one tensor op) in a fresh process: unconfined, in the GPU
 worker's jail (sandbox/confine.py's Jail(gpu=True, share_pid=True)) with nothing entered, with Landlock,
 with the whole process guard, with the guard less one system call's rows (one variant per call), and in
-a jail without `--remount-ro /dev`. Prints one JSON line per variant; the first line is the environment.
+jails less one option each (JAIL_OPTIONS). Prints one JSON line per variant; the first line is the environment.
 
     python3 benchmarks/probe/confined_cuda.py --out $OUT/confined_cuda.json
 """
@@ -45,14 +45,27 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def run(name: str, spec: dict, jail: bool, strip_dev_ro: bool = False, trace: str | None = None) -> dict:
+def strip(cmd: list[str], option: list[str]) -> list[str]:
+    """``cmd`` less the first occurrence of the token run ``option`` (e.g. ["--remount-ro", "/dev"])."""
+    n = len(option)
+    i = next((i for i in range(len(cmd) - n + 1) if cmd[i:i + n] == option), None)
+    return cmd if i is None else cmd[:i] + cmd[i + n:]
+
+
+JAIL_OPTIONS = {"/dev writable": ["--remount-ro", "/dev"], "no user ns": ["--unshare-user-try"],
+                "net shared": ["--unshare-net"], "cgroup ns shared": ["--unshare-cgroup-try"],
+                "no new session": ["--new-session"], "uts shared": ["--unshare-uts"],
+                "/proc unbound": ["--ro-bind", "/proc", "/proc"], "/dev/shm unbound": ["--bind", "/dev/shm", "/dev/shm"]}
+"""Jail options each left out in a variant of its own: which one keeps CUDA from starting."""
+
+
+def run(name: str, spec: dict, jail: bool, without: list[str] | None = None, trace: str | None = None) -> dict:
     argv = [sys.executable, "-c", CHILD, json.dumps(spec)]
     env = dict(os.environ, PYTHONPATH=str(Path(confine.__file__).resolve().parents[2]))
     if jail:
         cmd = confine.Jail(gpu=True, share_pid=True).command(argv, scratch=None)
-        if strip_dev_ro:
-            i = next(i for i in range(len(cmd) - 1) if cmd[i:i + 2] == ["--remount-ro", "/dev"])
-            del cmd[i:i + 2]
+        if without:
+            cmd = strip(cmd, without)
         if trace and shutil.which("strace"):  # the failed system calls of the jail and everything in it
             cmd = ["strace", "-f", "-Z", "-qq", "-s", "80", "-o", trace, *cmd]
         env = confine.confined_env(env)
@@ -83,10 +96,11 @@ def main() -> None:
             *[(f"jail+guard-{n}", {"guard": [n]}, True) for n in names]]
     rows = [env]
     with ThreadPoolExecutor(8) as pool:
-        futs = [pool.submit(run, *j) for j in jobs] + [pool.submit(run, "jail,/dev writable", {}, True, True)]
+        futs = [pool.submit(run, *j) for j in jobs]
+        futs += [pool.submit(run, f"jail, {k}", {}, True, v) for k, v in JAIL_OPTIONS.items()]
         if args.trace:
             futs.append(pool.submit(run, "strace jail+landlock+guard", {"landlock": True, "guard": []}, True,
-                                    False, str(args.trace)))
+                                    None, str(args.trace)))
         for f in futs:
             r = f.result()
             rows.append(r)
