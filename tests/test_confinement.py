@@ -601,21 +601,29 @@ def test_the_working_directory_and_home_are_never_bound(monkeypatch, tmp_path):
 
     from cuda_agent.sandbox import confine
 
+    import tempfile
+
     confine.readable_paths.cache_clear()
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("sys.path", [str(tmp_path), str(Path.home()), "/", "/tmp", *__import__("sys").path])
+    links = Path(tempfile.mkdtemp(prefix="ca_links_", dir="/var/tmp"))  # outside /tmp: it could be bound
+    (links / "cwd").symlink_to(tmp_path)
+    (links / "home").symlink_to(Path.home())
+    monkeypatch.setattr("sys.path", [str(tmp_path), str(Path.home()), "/", "/tmp", str(links / "cwd"),
+                                     str(links / "home"), *__import__("sys").path])
     try:
         paths = confine.readable_paths()
         assert str(tmp_path) not in paths and str(Path.home()) not in paths and "/" not in paths
+        assert not any(p.startswith(str(links)) for p in paths)  # nor a link to them, nor its target
         assert "/tmp" not in paths  # other workers' scratch and logs (a script started from /tmp)
         assert "/usr" in paths
     finally:
         confine.readable_paths.cache_clear()
+        shutil.rmtree(links, ignore_errors=True)
 
 
 def test_a_linked_toolkit_inside_a_bound_directory_is_reached_through_its_link(monkeypatch):
-    """CUDA_HOME=/usr/local/cuda, a link to /usr/local/cuda-13.0 inside the bound /usr (the H200's layout):
-    the jail started; binding the link itself failed ("Can't bind mount ... on /newroot/usr/local/cuda")."""
+    """CUDA_HOME=/usr/local/cuda, a link to /usr/local/cuda-13.0 inside the bound /usr (the GPU machine's
+    layout): no jail started, as binding the link itself failed ("Can't bind mount ... on /newroot/usr/local/cuda")."""
     import tempfile
     from pathlib import Path
 

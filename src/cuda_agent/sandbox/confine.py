@@ -170,9 +170,13 @@ def readable_paths() -> list[str]:
     # parent of it (where the user's keys and other workspaces live)
     # nor a temporary directory itself (other workers' scratch and logs lie there; a script started from
     # /tmp puts it on sys.path), nor a parent of one of these
+    # (a link to one of these neither: its target is bound at its real path, below)
     cwd, private = os.getcwd(), [str(Path.home()), "/tmp", tempfile.gettempdir()]
-    py_path = [p for p in sys.path if p and p != cwd
-               and not any(d == p or d.startswith(p.rstrip("/") + "/") for d in private)]
+
+    def is_private(p: str) -> bool:
+        return p == cwd or any(d == p or d.startswith(p.rstrip("/") + "/") for d in private)
+
+    py_path = [p for p in sys.path if p and not is_private(p) and not is_private(os.path.realpath(p))]
     cands = [*SYSTEM, sys.prefix, sys.base_prefix, sys.exec_prefix, *py_path,
              str(Path(cuda_agent.__file__).resolve().parent), *tool_dirs, *([cuda] if cuda else [])]
     for p in cands:
