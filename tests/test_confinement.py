@@ -512,6 +512,48 @@ def test_a_confined_process_sees_no_cache_and_no_secrets(tmp_path, monkeypatch):
     assert r.stdout.split("\n")[:2] == ["[]", "None None"]
 
 
+PROC_WRITES = r"""
+import json, os, threading, time
+def write(path, text="0"):
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+        return "written"
+    except OSError as e:
+        return e.strerror
+t = threading.Thread(target=time.sleep, args=(0.5,))
+t.start()
+print(json.dumps({"own thread's name": write(f"/proc/self/task/{t.native_id}/comm", "cuda-EvtHandlr"),
+                  "own name": write("/proc/self/comm", "probe"),
+                  "own clear_refs": write("/proc/self/clear_refs", "5"),
+                  "own oom_score_adj": write("/proc/self/oom_score_adj", "1000"),
+                  "parent's name": write(f"/proc/{os.getppid()}/comm", "x"),
+                  "a sysctl": write("/proc/sys/vm/overcommit_memory", "1"),
+                  "irq affinity": write("/proc/irq/default_smp_affinity", "1")}))
+t.join()
+"""
+
+
+@pytest.mark.parametrize("share_pid", [True, False], ids=["gpu worker", "agent bash"])
+def test_a_gpu_jail_lets_cuda_name_its_threads_and_nothing_else_in_proc_is_writable(share_pid):
+    """CUDA names its threads through /proc/self/task/TID/comm when it starts; with /proc read-only cuInit
+    fails with error 304 (found on an H100). A GPU jail keeps its own processes' entries writable, less
+    clear_refs and oom_score_adj (the GPU worker's), and everything else in /proc read-only."""
+    r = subprocess.run(Jail(share_pid=share_pid, gpu=True).command(["python3", "-c", PROC_WRITES], scratch=None),
+                       env=confined_env(dict(os.environ)), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = __import__("json").loads(r.stdout.strip().splitlines()[-1])
+    assert got["own thread's name"] == got["own name"] == "written", got
+    assert got["a sysctl"] == got["irq affinity"] == "Read-only file system", got
+    if share_pid:  # the host's /proc: the harness's processes and the worker's own memory peak stay read-only
+        assert got["parent's name"] == got["own clear_refs"] == got["own oom_score_adj"] == "Read-only file system", got
+    # a CPU jail (builds, a CPU worker) keeps all of /proc read-only
+    r = subprocess.run(Jail(share_pid=share_pid).command(["python3", "-c", PROC_WRITES], scratch=None),
+                       env=confined_env(dict(os.environ)), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert set(__import__("json").loads(r.stdout.strip().splitlines()[-1]).values()) == {"Read-only file system"}
+
+
 def test_evaluation_refuses_to_start_without_confinement(tmp_path, monkeypatch):
     from cuda_agent.sandbox import confine
     from cuda_agent.sandbox.evaluator import ConfinementUnavailable

@@ -200,6 +200,31 @@ def confined_env(env: dict[str, str]) -> dict[str, str]:
     return out
 
 
+# CUDA writes under /proc when it starts: the driver names its threads through
+# /proc/self/task/TID/comm, and with /proc read-only cuInit fails with "OS call failed or operation not
+# supported on this OS" (304). Found on an H100 by benchmarks/probe/confined_cuda.py --view: the host's root
+# under the same namespaces starts CUDA, and the same less a writable /proc does not.
+# A GPU worker sharing the host's PID namespace gets its own /proc/PID writable (bwrap resolves
+# /proc/self at setup, in the process that then execs the worker: the same PID), less the files that
+# would let it hide its memory peak or offer itself to the OOM killer; everything else in /proc stays
+# read-only: other processes, /proc/sys, /proc/sysrq-trigger.
+OWN_PROC = ["--bind", "/proc/self", "/proc/self",
+            *[a for f in ("clear_refs", "oom_score_adj", "oom_adj") for a in ("--ro-bind", f"/proc/self/{f}", f"/proc/self/{f}")]]
+
+
+def proc_globals_read_only() -> list[str]:
+    """For a GPU jail of its own PID namespace (the agent's ``bash``): its fresh /proc stays writable for its
+    own processes, and every entry that is not a process's (``/proc/sys``, ``/proc/sysrq-trigger``, ``/proc/irq``,
+    the driver's files) is bound read-only over it."""
+    out = []
+    for entry in sorted(os.listdir("/proc")):
+        path = f"/proc/{entry}"
+        if entry.isdigit() or os.path.islink(path):  # a process, or self/thread-self/mounts/net
+            continue
+        out += ["--ro-bind-try", path, path]
+    return out
+
+
 @dataclass
 class Jail:
     """One confined process's view (see the module doc). ``binds`` maps host paths to inside paths
@@ -239,12 +264,17 @@ class Jail:
                     cmd += ["--dev-bind", node, node]
         if self.share_pid:
             cmd += ["--ro-bind", "/proc", "/proc"]
+            if self.gpu:
+                cmd += OWN_PROC
             if os.path.isdir("/dev/shm"):  # the host's (torch keeps the CUDA IPC handles' counts there)
                 cmd += ["--bind", "/dev/shm", "/dev/shm"]
         else:
             # /proc read-only here too: no clearing of the peak memory the harness reads (clear_refs), no
-            # oom_score_adj that makes the worker the OOM killer's first choice
-            cmd += ["--proc", "/proc", "--remount-ro", "/proc", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
+            # oom_score_adj that makes the worker the OOM killer's first choice; with a GPU, the jail's own
+            # processes' directories stay writable (CUDA names its threads there), nothing else
+            cmd += ["--proc", "/proc"]
+            cmd += proc_globals_read_only() if self.gpu else ["--remount-ro", "/proc"]
+            cmd += ["--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
         # /dev itself is a tmpfs bwrap made: read-only once its nodes are in, so that it holds no files
         cmd += ["--remount-ro", "/dev"]
         # the harness's temporary directory, where it lies outside /tmp: other workers' scratch and logs
