@@ -58,9 +58,10 @@ case "$stage" in
     done ;;
   tests)
     # the rules corpus (tests/gpu/test_rules_gpu.py) has a stage of its own: it needs most of a call
-    timeout "$T" python3 -m pytest -m gpu tests/gpu tests/test_synth_gpu.py --ignore=tests/gpu/test_rules_gpu.py -n 8 -v \
-      -p no:cacheprovider -p no:benchmark --durations=25 > "$OUT/gpu_tests.log" 2>&1
-    grep -E "(PASSED|FAILED|ERROR) |passed|failed" "$OUT/gpu_tests.log" | sed 's/.*\] //' | tail -60 ;;
+    # SIGINT at the limit, so that pytest still prints why each failed test failed (-rfE, short tracebacks)
+    timeout -s INT -k 30 "$T" python3 -m pytest -m gpu tests/gpu tests/test_synth_gpu.py --ignore=tests/gpu/test_rules_gpu.py \
+      -n 8 -v -rfE --tb=short -p no:cacheprovider -p no:benchmark --durations=25 > "$OUT/gpu_tests.log" 2>&1
+    grep -E "(PASSED|FAILED|ERROR) |^(FAILED|ERROR) .* - |passed|failed" "$OUT/gpu_tests.log" | sed "s/.*\] //" | grep -v "^ *$" | tail -70 ;;
   figures)
     timeout 500 python3 benchmarks/sandbox_speed.py --skip-load-inline \
       --parts baselines,repeat,calibrate,hardening --repeat-extra tests/tasks/sin_loop.py:tests/solutions/honest_sin_loop \

@@ -165,6 +165,21 @@ def test_a_lane_that_overruns_or_dies_costs_one_attempt(tmp_path):
         lane.kill()
 
 
+def test_an_interrupted_bench_stops_a_lane_mid_evaluation_without_starting_another(tmp_path):
+    """Ctrl-C (or `timeout -s INT`) kills the lanes while their threads wait on an evaluation: the wait ends
+    with an interrupted reply, no new lane process is started (the interpreter's exit would wait on it: a
+    bench on an H100 hung there for minutes), and nothing raises."""
+    task = load_task(write_problems(tmp_path / "kb", 1, [1]) / "level1" / "1_relu_add_1.py")
+    solution = compile_error(tmp_path / "sol", 1)
+    lane = Lane("test", {"CUDA_VISIBLE_DEVICES": ""}, timeout_s=120)  # importing torch: still busy in 0.5 s
+    first = lane.proc
+    threading.Timer(0.5, lane.kill).start()
+    r = lane.evaluate(task, solution, SandboxConfig(cache_dir=tmp_path / "cache"))
+    assert r["status"] == "error" and r["interrupted"], r
+    assert lane.restarts == 0 and lane.proc is first and not first.is_alive()
+    lane.kill()  # a second kill (the bench's cleanup after the thread's) is harmless
+
+
 def test_an_exception_from_loading_or_evaluating_is_a_failure_with_its_traceback(tmp_path):
     task = load_task(write_problems(tmp_path / "kb", 1, [1]) / "level1" / "1_relu_add_1.py")
     notes = tmp_path / "notes.txt"

@@ -80,6 +80,8 @@ class Lane:
         self.proc = None
         self.conn = None
         self.restarts = 0
+        self.stopped = False
+        """Set by :meth:`kill` (an interrupted bench): an evaluation in flight then ends without a restart."""
         self._start()
 
     def _start(self) -> None:
@@ -91,7 +93,7 @@ class Lane:
         self.conn = parent
 
     def _restart(self) -> None:
-        self.kill()
+        self.kill(stop=False)
         self.restarts += 1
         self._start()
 
@@ -106,17 +108,22 @@ class Lane:
                                  "its process was killed"}
             return self.conn.recv()
         except (EOFError, OSError):
+            if self.stopped:  # the bench was interrupted and killed this lane: no new process, no result
+                return {"status": ERROR, "interrupted": True, "error": "the bench was interrupted"}
             self.proc.join(5)
             code = self.proc.exitcode
             self._restart()
             return {"status": ERROR, "error": f"the evaluation process (lane {self.name}) died with exit code {code} "
                                               "while evaluating this attempt"}
 
-    def kill(self) -> None:
+    def kill(self, stop: bool = True) -> None:
+        """Kill the process; with ``stop`` (from outside the lane's thread) for good, so that an evaluation
+        in flight returns instead of starting a new process (which the interpreter's exit would then wait on)."""
+        self.stopped = self.stopped or stop
         if self.proc is not None and self.proc.is_alive():
             self.proc.kill()
             self.proc.join(5)
-        if self.conn is not None:
+        if self.conn is not None and not self.conn.closed:
             self.conn.close()
 
     def close(self) -> None:
