@@ -173,8 +173,10 @@ def test_an_interrupted_bench_stops_a_lane_mid_evaluation_without_starting_anoth
     solution = compile_error(tmp_path / "sol", 1)
     lane = Lane("test", {"CUDA_VISIBLE_DEVICES": ""}, timeout_s=120)  # importing torch: still busy in 0.5 s
     first = lane.proc
-    threading.Timer(0.5, lane.kill).start()
+    interrupt = threading.Timer(0.5, lane.kill)
+    interrupt.start()
     r = lane.evaluate(task, solution, SandboxConfig(cache_dir=tmp_path / "cache"))
+    interrupt.join()  # the kill itself waits for the process to end
     assert r["status"] == "error" and r["interrupted"], r
     assert lane.restarts == 0 and lane.proc is first and not first.is_alive()
     lane.kill()  # a second kill (the bench's cleanup after the thread's) is harmless
