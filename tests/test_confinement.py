@@ -523,7 +523,8 @@ def write(path, text="0"):
         return e.strerror
 t = threading.Thread(target=time.sleep, args=(0.5,))
 t.start()
-print(json.dumps({"own thread's name": write(f"/proc/self/task/{t.native_id}/comm", "cuda-EvtHandlr"),
+caps = [ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("CapEff")][0]
+print(json.dumps({"capabilities": caps, "own thread's name": write(f"/proc/self/task/{t.native_id}/comm", "cuda-EvtHandlr"),
                   "own name": write("/proc/self/comm", "probe"),
                   "own clear_refs": write("/proc/self/clear_refs", "5"),
                   "own oom_score_adj": write("/proc/self/oom_score_adj", "1000"),
@@ -544,6 +545,7 @@ def test_a_gpu_jail_lets_cuda_name_its_threads_and_nothing_else_in_proc_is_writa
     assert r.returncode == 0, r.stderr
     got = __import__("json").loads(r.stdout.strip().splitlines()[-1])
     assert got["own thread's name"] == got["own name"] == "written", got
+    assert int(got["capabilities"], 16) == 0, got  # no capability: no read-only bind can be undone
     assert got["a sysctl"] == got["irq affinity"] == "Read-only file system", got
     if share_pid:  # the host's /proc: the harness's processes and the worker's own memory peak stay read-only
         assert got["parent's name"] == got["own clear_refs"] == got["own oom_score_adj"] == "Read-only file system", got
@@ -551,7 +553,8 @@ def test_a_gpu_jail_lets_cuda_name_its_threads_and_nothing_else_in_proc_is_writa
     r = subprocess.run(Jail(share_pid=share_pid).command(["python3", "-c", PROC_WRITES], scratch=None),
                        env=confined_env(dict(os.environ)), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert set(__import__("json").loads(r.stdout.strip().splitlines()[-1]).values()) == {"Read-only file system"}
+    cpu = __import__("json").loads(r.stdout.strip().splitlines()[-1])
+    assert int(cpu.pop("capabilities"), 16) == 0 and set(cpu.values()) == {"Read-only file system"}, cpu
 
 
 def test_evaluation_refuses_to_start_without_confinement(tmp_path, monkeypatch):

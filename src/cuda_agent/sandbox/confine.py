@@ -245,8 +245,10 @@ class Jail:
         With ``status_fd`` bwrap writes JSON lines there: ``child-pid`` once the child is cloned, and
         ``exit-code`` only if the child got as far as exec (:func:`read_status`)."""
         binary = bwrap_binary() or "bwrap"
+        # --cap-drop ALL: bwrap started by root keeps every capability in the jail's user namespace, and
+        # with them confined code could unmount or remount the read-only binds (/proc/sys, /usr)
         cmd = [binary, "--die-with-parent", "--new-session", "--unshare-user-try", "--unshare-uts",
-               "--unshare-cgroup-try", "--unshare-net"]
+               "--unshare-cgroup-try", "--unshare-net", "--cap-drop", "ALL"]
         if status_fd is not None:
             cmd += ["--json-status-fd", str(status_fd)]
         if not self.share_pid:
