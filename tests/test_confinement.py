@@ -10,6 +10,7 @@ worker processes. Every cheat in tests/solutions/conf_* runs twice:
 """
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -535,25 +536,27 @@ t.join()
 """
 
 
+def proc_writes(jail: Jail) -> dict:
+    """What PROC_WRITES reports from inside ``jail``."""
+    r = subprocess.run(jail.command(["python3", "-c", PROC_WRITES], scratch=None),
+                       env=confined_env(dict(os.environ)), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.parametrize("share_pid", [True, False], ids=["gpu worker", "agent bash"])
 def test_a_gpu_jail_lets_cuda_name_its_threads_and_nothing_else_in_proc_is_writable(share_pid):
     """CUDA names its threads through /proc/self/task/TID/comm when it starts; with /proc read-only cuInit
     fails with error 304 (found on an H100). A GPU jail keeps its own processes' entries writable, less
     clear_refs and oom_score_adj (the GPU worker's), and everything else in /proc read-only."""
-    r = subprocess.run(Jail(share_pid=share_pid, gpu=True).command(["python3", "-c", PROC_WRITES], scratch=None),
-                       env=confined_env(dict(os.environ)), capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    got = __import__("json").loads(r.stdout.strip().splitlines()[-1])
+    got = proc_writes(Jail(share_pid=share_pid, gpu=True))
     assert got["own thread's name"] == got["own name"] == "written", got
     assert int(got["capabilities"], 16) == 0, got  # no capability: no read-only bind can be undone
     assert got["a sysctl"] == got["irq affinity"] == "Read-only file system", got
     if share_pid:  # the host's /proc: the harness's processes and the worker's own memory peak stay read-only
         assert got["parent's name"] == got["own clear_refs"] == got["own oom_score_adj"] == "Read-only file system", got
     # a CPU jail (builds, a CPU worker) keeps all of /proc read-only
-    r = subprocess.run(Jail(share_pid=share_pid).command(["python3", "-c", PROC_WRITES], scratch=None),
-                       env=confined_env(dict(os.environ)), capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    cpu = __import__("json").loads(r.stdout.strip().splitlines()[-1])
+    cpu = proc_writes(Jail(share_pid=share_pid))
     assert int(cpu.pop("capabilities"), 16) == 0 and set(cpu.values()) == {"Read-only file system"}, cpu
 
 

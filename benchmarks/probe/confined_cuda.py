@@ -98,9 +98,7 @@ def run(name: str, spec: dict, jail: bool, without: list[str] | None = None, tra
         if trace and shutil.which("strace"):  # the failed system calls of the jail and everything in it
             cmd = ["strace", "-f", "-Z", "-qq", "-s", "80", "-o", trace, *cmd]
         if not host_env:
-            env = confine.confined_env(env)
-            if shim:
-                env["LD_PRELOAD"] = SHIM
+            env = confine.confined_env(env)  # keeps LD_PRELOAD
     else:
         cmd = argv
     try:
