@@ -27,7 +27,7 @@ import shutil
 import signal
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..tasks import Task, TaskError, validate_task
@@ -77,6 +77,8 @@ class _Timed:
     gap_ms: float
     reply: dict
     """The worker's reply (its integrity diff, per-call samples)."""
+    earlier: list = field(default_factory=list)
+    """Replies of the candidate's timing attempts set aside (their timed outputs are checked too)."""
 
 
 def evaluate(task: Task, solution: Solution | None, config: SandboxConfig | None = None) -> Verdict:
@@ -651,25 +653,15 @@ class _Evaluation:
     def _time_candidate(self, rotation: list) -> _Timed | None:
         v = self.v
         # checksums in every mode, compared only when strict: the timing loop is the same either way
-        t = self._time(self.cand, rotation, "model", self._cand_step, {"checksum_seed": self.checksum_seed})
+        t = self._candidate_attempt(rotation)
         if t is None:
             return None
-        if not self._integrity_ok(t.reply, "during timing"):
-            return None
         gap = t.gap_ms  # measured in this worker before the candidate was imported
-        # Clock 1: inside the worker, host wall time (device-wide sync) vs CUDA events.
-        inner_excess = t.wall_median_ms - t.gpu_median_ms - gap
-        if inner_excess > max(0.03, 0.10 * t.gpu_median_ms):
-            v.flag("timing_mismatch")
-            v.add_reason(f"device-wide wall time exceeds the event time by {inner_excess:.3f} ms per call: work "
-                         "outside the timed stream (side streams or threads); the wall-clock figure is used")
-            t.ms = max(t.ms, t.wall_median_ms - gap)
         # Clock 2: the evaluator's own clock around the whole timing request, less the harness's own
         # per-call cost (L2 flush, input rotation, checksums) measured on the reference.
         overhead = self.baseline.overhead_ms
-        outer_excess = t.evaluator_ms_per_iter - t.ms - overhead
-        allowed = max(0.10, 0.25 * t.ms)
-        if outer_excess > allowed:
+        excess = self._outer_excess(t, overhead)
+        if excess > self._allowed(t):
             # Host load moves the harness's cost (on the H200 with 8 evaluations at once: 0.73 ms per call
             # when the baseline was cached, 1.08 ms later). Measure it again now, on the trusted reference
             # in the same lock window, before distrusting the candidate's worker.
@@ -685,10 +677,31 @@ class _Evaluation:
                 v.add_reason(f"the host was loaded while timing: the harness's own cost per call rose from "
                              f"{overhead:.3f} to {overhead_now:.3f} ms; the evaluator's clock check allowed for it")
             overhead = max(overhead, overhead_now)
-            outer_excess = t.evaluator_ms_per_iter - t.ms - overhead
-        if outer_excess > allowed:
+            excess = self._outer_excess(t, overhead)
+        if excess > self._allowed(t):
+            # Load on a shared host comes and goes (parallel evaluations, builds); work hidden from the
+            # worker's clocks does not. Time the candidate once more and keep the attempt the evaluator's
+            # clock agrees with best: a candidate that hides work must hide it in both. The attempt set
+            # aside still has its timed outputs checked (_timed_outputs_ok).
+            again = self._candidate_attempt(rotation)
+            if again is None:
+                return None
+            excess_again = self._outer_excess(again, overhead)
+            v.timing["retimed"] = {"first_evaluator_ms_per_iter": round(t.evaluator_ms_per_iter, 4),
+                                   "first_excess_ms": round(excess, 4), "excess_ms": round(excess_again, 4)}
+            if excess_again < excess:
+                again.earlier, t, excess = t.earlier + [t.reply], again, excess_again
+            else:
+                t.earlier.append(again.reply)
+        # Clock 1 (of the attempt kept): inside the worker, host wall time (device-wide sync) vs CUDA events.
+        inner_excess = t.wall_median_ms - t.gpu_median_ms - gap
+        if inner_excess > max(0.03, 0.10 * t.gpu_median_ms):
+            v.flag("timing_mismatch")
+            v.add_reason(f"device-wide wall time exceeds the event time by {inner_excess:.3f} ms per call: work "
+                         "outside the timed stream (side streams or threads); the wall-clock figure is used")
+        if excess > self._allowed(t):
             v.flag("timer_mismatch")
-            v.add_reason(f"the evaluator's clock saw {outer_excess:.3f} ms per call more than the worker reported: "
+            v.add_reason(f"the evaluator's clock saw {excess:.3f} ms per call more than the worker reported: "
                          "the worker's timing is not trusted; the evaluator's figure is used")
             t.ms = max(t.ms, t.evaluator_ms_per_iter - overhead)
         v.ms = round(t.ms, 6)
@@ -698,30 +711,53 @@ class _Evaluation:
                          "warmup": t.reply.get("warmup")})
         return t
 
+    def _candidate_attempt(self, rotation: list) -> _Timed | None:
+        """One timing request to the candidate's worker, its integrity checked, ``ms`` raised to the
+        worker's own wall clock (less the harness's gap) where that exceeds the events."""
+        t = self._time(self.cand, rotation, "model", self._cand_step, {"checksum_seed": self.checksum_seed})
+        if t is None or not self._integrity_ok(t.reply, "during timing"):
+            return None
+        if t.wall_median_ms - t.gpu_median_ms - t.gap_ms > max(0.03, 0.10 * t.gpu_median_ms):
+            t.ms = max(t.ms, t.wall_median_ms - t.gap_ms)
+        return t
+
+    @staticmethod
+    def _outer_excess(t: _Timed, overhead: float) -> float:
+        """Per call, what the evaluator's clock saw beyond the worker's figure and the harness's cost."""
+        return t.evaluator_ms_per_iter - t.ms - overhead
+
+    @staticmethod
+    def _allowed(t: _Timed) -> float:
+        return max(0.10, 0.25 * t.ms)
+
     def _checks_timed_outputs(self) -> bool:
         return self.config.strict and not self.config.calibrate
 
     def _timed_outputs_ok(self, timed: _Timed) -> bool:
         """Were the timed calls' outputs right? The reference recomputes each one's checksum on the
-        same inputs; a candidate that is right when checked but not while timed fails here."""
+        same inputs; a candidate that is right when checked but not while timed fails here. Every
+        timing attempt is checked, the one set aside (``_time_candidate``'s retry) too."""
         v, cfg = self.v, self.config
-        cand = timed.reply.get("checksums")
-        start = timed.reply.get("start_step")
-        if not isinstance(cand, list) or len(cand) != timed.n or not isinstance(start, int):
-            v.reject("the timing reply lacks the timed outputs' checksums: the harness's reply was tampered with",
-                     "bad_reply")
-            return False
-        ref = self._ref_gpu({"op": "checksums", "start_step": start, "n": len(cand), "seed": self.checksum_seed},
-                            cfg.baseline_timeout_s)
-        if ref is None:
-            return False
-        bad = timed_output_mismatches(cand, ref["checksums"], v.tolerance or 1e-4)
-        v.timing["timed_outputs_checked"] = len(cand)
-        if bad:
-            v.fail(INCORRECT, f"{len(bad)} of {len(cand)} timed calls returned outputs that differ from the reference "
-                              f"on the same inputs (first: call {bad[0]}): right when checked, wrong while timed")
-            v.flag("timed_outputs_wrong")
-            return False
+        checked = 0
+        for reply in timed.earlier + [timed.reply]:
+            cand, start = reply.get("checksums"), reply.get("start_step")
+            if not isinstance(cand, list) or len(cand) != reply.get("n") or not isinstance(start, int):
+                v.reject("the timing reply lacks the timed outputs' checksums: the harness's reply was tampered "
+                         "with", "bad_reply")
+                return False
+            ref = self._ref_gpu({"op": "checksums", "start_step": start, "n": len(cand), "seed": self.checksum_seed},
+                                cfg.baseline_timeout_s)
+            if ref is None:
+                return False
+            bad = timed_output_mismatches(cand, ref["checksums"], v.tolerance or 1e-4)
+            checked += len(cand)
+            v.timing["timed_outputs_checked"] = checked
+            if bad:
+                v.fail(INCORRECT, f"{len(bad)} of {len(cand)} timed calls returned outputs that differ from the "
+                                  f"reference on the same inputs (first: call {bad[0]}): right when checked, wrong "
+                                  "while timed")
+                v.flag("timed_outputs_wrong")
+                return False
         return True
 
     def _census(self) -> bool:
