@@ -362,6 +362,9 @@ class Worker:
         if self.role == "reference":
             ring = self.ring  # drawn here (op_rotation)
         else:  # the shared sets, copied into the candidate's own buffers
+            # a second attempt (the evaluator's retry) frees the first one's ring before it copies the sets
+            # again: two rings of a 16 GiB task at once would not fit
+            self.timing_state = None
             ring = InputRing([[share.open_tree(d) for d in s] for s in msg["inputs"]], self.device)
         with torch.no_grad():
             t0 = _perf()
