@@ -35,6 +35,7 @@ def one(task: Path, cache: Path, flags: list[str]) -> dict:
     except json.JSONDecodeError:
         return {"error": (p.stdout + p.stderr)[-1500:], "wall_s": wall}
     return {"wall_s": wall, "eval_s": v.get("eval_s"), "verdict": v.get("verdict"),
+            "phases_s": (v.get("timing") or {}).get("phases_s"),
             "confinement": v.get("confinement", {}).get("mechanism"),
             "landlock": (v.get("confinement", {}).get("landlock") or {}).get("signals"),
             "process_guard": (v.get("confinement", {}).get("process_guard") or {}).get("enforced")}
@@ -55,18 +56,26 @@ def main() -> None:
         runs: dict[str, list[dict]] = {m: [] for m in MODES}
         for mode, flags in MODES.items():  # fill each mode's caches
             one(task, args.cache, flags)
-        for _ in range(args.reps):
-            for mode, flags in MODES.items():
+        for rep in range(args.reps):  # ABBA: each mode goes first in every other rep, so drift hits both alike
+            for mode, flags in list(MODES.items())[:: 1 if rep % 2 == 0 else -1]:
                 runs[mode].append(one(task, args.cache, flags))
         row = {"task": f"L{level}_{task.stem}", "runs": runs}
         for mode in MODES:
             ok = [r for r in runs[mode] if "error" not in r]
             row[f"{mode}_wall_s"] = round(statistics.median(r["wall_s"] for r in ok), 3) if ok else None
             row[f"{mode}_eval_s"] = round(statistics.median(r["eval_s"] for r in ok), 3) if ok else None
+            # where the time goes (the verdict's own phases): confinement acts on the workers' start and on
+            # system calls, so a real cost shows in the setup phases, while the GPU phase carries the noise
+            phases = [r["phases_s"] for r in ok if r.get("phases_s")]
+            row[f"{mode}_phases_s"] = {k: round(statistics.median(p[k] for p in phases if k in p), 3)
+                                       for k in phases[0]} if phases else None
         a, b = row["confined_wall_s"], row["unconfined_wall_s"]
         row["wall_ratio"] = round(a / b, 4) if a and b else None
         a, b = row["confined_eval_s"], row["unconfined_eval_s"]
         row["eval_ratio"] = round(a / b, 4) if a and b else None
+        pa, pb = row["confined_phases_s"], row["unconfined_phases_s"]
+        if pa and pb:
+            row["phase_delta_s"] = {k: round(pa[k] - pb[k], 3) for k in pa if k in pb}
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "runs"}), flush=True)
         if args.out:
