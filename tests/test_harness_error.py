@@ -99,17 +99,7 @@ def test_a_candidate_worker_killed_from_outside_is_a_harness_error(rehearse, tmp
 
     monkeypatch.setattr(process.WorkerProcess, "__init__", remember)
     ws = _variant(tmp_path, "import time\n" + _forward("time.sleep(60)\nreturn x"))
-
-    def kill_when_it_runs():
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            cand = [w for w in started if w.label == "candidate"]
-            if cand and _sleeping_python(cand[0].proc.pid):
-                os.kill(_sleeping_python(cand[0].proc.pid), signal.SIGKILL)
-                return
-            time.sleep(0.05)
-
-    killer = threading.Thread(target=kill_when_it_runs, daemon=True)
+    killer = threading.Thread(target=_kill_the_candidate_in_forward, args=(started,), daemon=True)
     killer.start()
     v = rehearse(ws, static_rules=False, isolation=isolation)
     killer.join(timeout=5)
@@ -120,6 +110,50 @@ def test_a_candidate_worker_killed_from_outside_is_a_harness_error(rehearse, tmp
     assert v.verdict == HARNESS_ERROR and v.reward is None, (v.verdict, v.reasons)
     assert v.flags == ["worker_killed"], v.flags
     assert "SIGKILL" in v.reasons[0] and "not counted against the candidate" in v.reasons[0]
+
+
+@pytest.mark.nvcc
+def test_a_candidate_that_raised_its_oom_score_is_not_excused_by_the_oom_killer(rehearse, tmp_path, monkeypatch):
+    """A candidate can offer itself to the OOM killer (``oom_score_adj`` up: no privilege needed, and a
+    GPU worker's jail leaves its per-thread copy writable), so that host memory pressure kills it before
+    its failure is seen, as a harness_error. The harness's watchdog sees the raise: the kill is then -1.
+    Unconfined here, where the process-wide file is writable (a CPU jail's /proc is read-only)."""
+    from cuda_agent.sandbox import memory, process
+
+    counts = iter([7] + [8] * 1000)  # the host counted an OOM kill meanwhile
+    monkeypatch.setattr(memory, "oom_kills", lambda: next(counts))
+    started = []
+    real_init = process.WorkerProcess.__init__
+
+    def remember(self, *a, **kw):
+        real_init(self, *a, **kw)
+        started.append(self)
+
+    monkeypatch.setattr(process.WorkerProcess, "__init__", remember)
+    raise_it = ("import threading\nfor path in ('/proc/self/oom_score_adj',\n"
+                "             f'/proc/self/task/{threading.get_native_id()}/oom_score_adj'):\n"
+                "    try:\n        with open(path, 'w') as f:\n            f.write('500')\n"
+                "    except OSError:\n        pass\n")
+    ws = _variant(tmp_path, "import time\n" + _forward(raise_it + "time.sleep(60)\nreturn x"))
+    killer = threading.Thread(target=_kill_the_candidate_in_forward, daemon=True,
+                              args=(started, lambda w: w.oom_score_raised is not None))
+    killer.start()
+    v = rehearse(ws, static_rules=False, isolation="none")
+    killer.join(timeout=5)
+    assert v.verdict == "runtime_error" and v.reward == -1, (v.verdict, v.reasons)
+    assert "offered itself to the out-of-memory killer" in v.reasons[0] and "oom_score_adj to 500" in v.reasons[0]
+    assert "worker_killed" not in v.flags
+
+
+def _kill_the_candidate_in_forward(started: list, ready=lambda worker: True) -> None:
+    """SIGKILL the candidate's worker from outside once it sleeps in its forward and ``ready(worker)``."""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        cand = [w for w in started if w.label == "candidate"]
+        if cand and _sleeping_python(cand[0].proc.pid) and ready(cand[0]):
+            os.kill(_sleeping_python(cand[0].proc.pid), signal.SIGKILL)
+            return
+        time.sleep(0.05)
 
 
 def _sleeping_python(pid: int) -> int | None:

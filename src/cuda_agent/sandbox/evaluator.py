@@ -459,6 +459,9 @@ class _Evaluation:
                 self.v.fail(HARNESS_ERROR, f"the candidate's confinement could not be set up: "
                                            f"{e.log.strip().splitlines()[0][:300]}")
                 self.v.flag("harness_exception")
+            elif killed_from_outside(self.cand) and self.cand.oom_score_raised:
+                self.v.fail(RUNTIME_ERROR, f"{e}: a SIGKILL the harness did not send, after the candidate offered "
+                                           f"itself to the out-of-memory killer: {self.cand.oom_score_raised}")
             elif killed_from_outside(self.cand) and self._oom_killer_acted():
                 self.v.fail(HARNESS_ERROR, f"{e}: a SIGKILL the harness did not send, while the host's "
                                            "out-of-memory killer acted; not counted against the candidate")

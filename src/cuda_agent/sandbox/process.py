@@ -93,6 +93,10 @@ class WorkerProcess:
         self._watchdog: threading.Thread | None = None
         self._look_lock = threading.Lock()
         self._peaks: dict[int, int] = {}  # pid -> the highest VmHWM seen (KiB): a reset of it still counts
+        self.oom_score_raised: str | None = None
+        """Set once the watchdog saw one of the worker's processes offer itself to the OOM killer (an
+        ``oom_score_adj`` above the harness's own): an OOM kill after that is the worker's doing."""
+        self._oom_score_adj = _oom_score_adj("self")
         self.log_file = tempfile.NamedTemporaryFile(prefix=f"cuda_agent_{label}_", suffix=".log", delete=False)
         cmd = [*(prefix or []), sys.executable, "-m", "cuda_agent.sandbox.worker", str(child.fileno())]
         fds = [child.fileno()]
@@ -251,9 +255,22 @@ class WorkerProcess:
                 pass
             alive.add(pid)
             self._peaks[pid] = max(self._peaks.get(pid, 0), hwm)
+            self._look_at_oom_score(pid)
             _memory_files(pid, files)
         self._peaks = {p: k for p, k in self._peaks.items() if p in alive}
         return (sum(self._peaks.values()) * 1024 + sum(files.values())) / 2**20
+
+    def _look_at_oom_score(self, pid: int) -> None:
+        """A process may raise its own ``oom_score_adj`` (no privilege needed; it is process-wide, so a
+        thread's ``/proc/self/task/TID/oom_score_adj``, writable in a GPU worker's jail, sets it too) and
+        so become the OOM killer's first choice, turning its failure into a harness_error. The watchdog
+        looks at it with the memory, four times a second: a raise seen before the kill makes that kill
+        the worker's own (docs/sandbox.md says what a raise between two looks can still do)."""
+        adj = _oom_score_adj(str(pid))
+        if self.oom_score_raised is None and adj is not None and self._oom_score_adj is not None \
+                and adj > self._oom_score_adj:
+            self.oom_score_raised = (f"process {pid} of the {self.label} worker raised its oom_score_adj to {adj} "
+                                     f"(the harness runs at {self._oom_score_adj})")
 
     def _read_status(self) -> dict:
         with self._status_lock:  # the memory watchdog reads it too
@@ -342,6 +359,14 @@ def _killpg(group: int) -> bool:
         return True
     except (ProcessLookupError, PermissionError):
         return False
+
+
+def _oom_score_adj(pid: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/oom_score_adj", "rb") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
 
 
 def _memory_files(pid: int, files: dict) -> None:
