@@ -526,6 +526,16 @@ def write(path, text=None):
         return "written"
     except OSError as e:
         return e.strerror
+def writable_globals():
+    # every /proc entry that is not a process's, walked: what a write would not be refused by its mount or mode
+    out = []
+    for entry in sorted(os.listdir("/proc")):
+        top = "/proc/" + entry
+        if entry.isdigit() or os.path.islink(top):
+            continue
+        for root, dirs, files in [(os.path.dirname(top), [], [entry])] + list(os.walk(top)):
+            out += [os.path.join(root, f) for f in files if os.access(os.path.join(root, f), os.W_OK)]
+    return out[:20]
 t = threading.Thread(target=time.sleep, args=(0.5,))
 t.start()
 caps = [ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("CapEff")][0]
@@ -535,7 +545,9 @@ print(json.dumps({"capabilities": caps, "own thread's name": write(f"/proc/self/
                   "own oom_score_adj": write("/proc/self/oom_score_adj", "1000"),
                   "parent's name": write(f"/proc/{os.getppid()}/comm"),
                   "a sysctl": write("/proc/sys/vm/overcommit_memory"),
-                  "irq affinity": write("/proc/irq/default_smp_affinity")}))
+                  "irq affinity": write("/proc/irq/default_smp_affinity"),
+                  "writable globals": writable_globals(),
+                  "locks from this /proc": os.stat("/proc/locks").st_dev == os.stat("/proc").st_dev}))
 t.join()
 """
 
@@ -557,10 +569,13 @@ def test_a_gpu_jail_lets_cuda_name_its_threads_and_nothing_else_in_proc_is_writa
     assert got["own thread's name"] == got["own name"] == "written", got
     assert int(got["capabilities"], 16) == 0, got  # no capability: no read-only bind can be undone
     assert got["a sysctl"] == got["irq affinity"] == "Read-only file system", got
+    assert got["writable globals"] == [], got  # nothing outside the processes' own entries, walked
+    assert got["locks from this /proc"], got  # the host's /proc/locks (the host's PIDs) is not bound in
     if share_pid:  # the host's /proc: the harness's processes and the worker's own memory peak stay read-only
         assert got["parent's name"] == got["own clear_refs"] == got["own oom_score_adj"] == "Read-only file system", got
     # a CPU jail (builds, a CPU worker) keeps all of /proc read-only
     cpu = proc_writes(Jail(share_pid=share_pid))
+    assert cpu.pop("writable globals") == [] and cpu.pop("locks from this /proc"), cpu
     assert int(cpu.pop("capabilities"), 16) == 0 and set(cpu.values()) == {"Read-only file system"}, cpu
 
 
