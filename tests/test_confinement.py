@@ -515,7 +515,7 @@ def test_a_confined_process_sees_no_cache_and_no_secrets(tmp_path, monkeypatch):
 
 
 PROC_WRITES = r"""
-import json, os, threading, time
+import json, os, stat, threading, time
 def write(path, text=None):
     # text None: the file's own value written back, so that a write a regression lets through changes nothing
     try:
@@ -535,8 +535,31 @@ def writable_globals():
         if entry.isdigit() or os.path.islink(top):
             continue
         for root, dirs, files in [(os.path.dirname(top), [], [entry])] + list(os.walk(top)):
-            out += [os.path.join(root, f) for f in files if os.access(os.path.join(root, f), os.W_OK)]
+            out += [os.path.join(root, f) for f in files if os.access(os.path.join(root, f), os.W_OK)
+                    and stat.S_ISREG(os.lstat(os.path.join(root, f)).st_mode)]  # not a node bound over one
     return out[:20]
+def chmod_able_globals():
+    # the owner of a file may chmod it without a capability, and a global /proc entry's mode is the kernel's,
+    # shared by every jail: each is chmodded to its own mode, which only a read-only mount refuses
+    out = []
+    for entry in sorted(os.listdir("/proc")):
+        path = "/proc/" + entry
+        if entry.isdigit() or os.path.islink(path):
+            continue
+        try:
+            os.chmod(path, os.stat(path).st_mode & 0o7777)
+            out.append(entry)
+        except OSError as e:
+            if e.strerror != "Read-only file system":
+                out.append(entry + ": " + e.strerror)
+    return out
+def readable(path):
+    try:
+        with open(path) as f:
+            f.read(1)
+        return True
+    except OSError:
+        return False
 t = threading.Thread(target=time.sleep, args=(0.5,))
 t.start()
 caps = [ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("CapEff")][0]
@@ -548,7 +571,8 @@ print(json.dumps({"capabilities": caps, "own thread's name": write(f"/proc/self/
                   "a sysctl": write("/proc/sys/vm/overcommit_memory"),
                   "irq affinity": write("/proc/irq/default_smp_affinity"),
                   "writable globals": writable_globals(),
-                  "locks from this /proc": os.stat("/proc/locks").st_dev == os.stat("/proc").st_dev}))
+                  "chmod-able globals": chmod_able_globals(),
+                  "host's locks readable": readable("/proc/locks") and os.stat("/proc/locks").st_dev != os.stat("/proc").st_dev}))
 t.join()
 """
 
@@ -571,12 +595,14 @@ def test_a_gpu_jail_lets_cuda_name_its_threads_and_nothing_else_in_proc_is_writa
     assert int(got["capabilities"], 16) == 0, got  # no capability: no read-only bind can be undone
     assert got["a sysctl"] == got["irq affinity"] == "Read-only file system", got
     assert got["writable globals"] == [], got  # nothing outside the processes' own entries, walked
-    assert got["locks from this /proc"], got  # the host's /proc/locks (the host's PIDs) is not bound in
+    assert got["chmod-able globals"] == [], got  # nor any such entry's mode, which every other jail would see
+    assert not got["host's locks readable"], got  # the host's /proc/locks lists the host's PIDs
     if share_pid:  # the host's /proc: the harness's processes and the worker's own memory peak stay read-only
         assert got["parent's name"] == got["own clear_refs"] == got["own oom_score_adj"] == "Read-only file system", got
     # a CPU jail (builds, a CPU worker) keeps all of /proc read-only
     cpu = proc_writes(Jail(share_pid=share_pid))
-    assert cpu.pop("writable globals") == [] and cpu.pop("locks from this /proc"), cpu
+    assert cpu.pop("writable globals") == cpu.pop("chmod-able globals") == [], cpu
+    cpu.pop("host's locks readable")  # a CPU jail's /proc is its own, or the host's read-only (shared PIDs)
     assert int(cpu.pop("capabilities"), 16) == 0 and set(cpu.values()) == {"Read-only file system"}, cpu
 
 

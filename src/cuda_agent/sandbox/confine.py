@@ -42,7 +42,6 @@ import functools
 import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -216,21 +215,15 @@ OWN_PROC = ["--bind", "/proc/self", "/proc/self",
 def proc_globals_read_only() -> list[str]:
     """For a GPU jail of its own PID namespace (the agent's ``bash``): its fresh /proc stays writable for its
     own processes, and every entry that is not a process's (``/proc/sys``, ``/proc/sysrq-trigger``, ``/proc/irq``,
-    the driver's files) is bound read-only over it. A file no one may write (``locks``, ``meminfo``; every
-    jail drops all capabilities, so its mode binds) keeps the jail's own copy: the host's ``/proc/locks``
-    would show the host's PIDs."""
+    the driver's files) is bound read-only over it: a file no one may write still needs it, since its owner may
+    chmod it, and the mode of a global /proc entry is the kernel's, seen by every other jail. ``/proc/locks``
+    gets an unopenable node instead of the host's (it lists the host's PIDs)."""
     out = []
     for entry in sorted(os.listdir("/proc")):
         path = f"/proc/{entry}"
         if entry.isdigit() or os.path.islink(path):  # a process, or self/thread-self/mounts/net
             continue
-        try:
-            st = os.stat(path)
-        except OSError:
-            continue
-        if not stat.S_ISDIR(st.st_mode) and not st.st_mode & 0o222:
-            continue
-        out += ["--ro-bind-try", path, path]
+        out += ["--ro-bind", "/dev/null", path] if entry == "locks" else ["--ro-bind-try", path, path]
     return out
 
 
