@@ -45,10 +45,8 @@ def test_honest_solution_is_correct_and_every_timed_output_is_checked(rehearse):
     assert v.verdict == "correct", (v.reasons, v.log)
     assert v.reward >= 1 and v.num_trials >= 7 and "rehearsal" in v.gpu
     # a second timing attempt (host load on this CPU can call for one) has its outputs checked as well
-    if "retimed" in v.timing:
-        assert v.timing["timed_outputs_checked"] > v.timing["iters"] > 0
-    else:
-        assert v.timing["timed_outputs_checked"] == v.timing["iters"] > 0
+    iters = v.timing["retimed"]["attempt_iters"] if "retimed" in v.timing else [v.timing["iters"]]
+    assert v.timing["timed_outputs_checked"] == sum(iters) > 0 and v.timing["iters"] in iters, v.timing
     assert set(v.timing["phases_s"]) == {"build", "reference_setup", "candidate_setup", "compile", "gpu_phase"}
     assert v.timing["warmup"]["warmup_calls"] > 0
     # memory figures: every process's peak host RSS (a torch process holds > 100 MiB), the task's footprint
@@ -260,12 +258,13 @@ def test_a_candidate_slowed_once_by_the_host_is_timed_again_and_both_attempts_ou
     timed outputs of both attempts checked against the reference."""
     from cuda_agent.sandbox import evaluator
 
-    real_time, extra_ms, seen = evaluator._Evaluation._time, 100.0, []
+    real_time, extra_ms, seen, steps = evaluator._Evaluation._time, 100.0, [], []
 
-    def once_slow(self, worker, rotation, target, wrap, extra=None):
-        t = real_time(self, worker, rotation, target, wrap, extra)
+    def once_slow(self, worker, rotation, target, wrap, extra=None, first_step=0):
+        t = real_time(self, worker, rotation, target, wrap, extra, first_step)
         if t is not None and worker is self.cand:
             seen.append(t.n)
+            steps.append((first_step, t.reply["start_step"]))
             if len(seen) == 1:
                 t.evaluator_ms_per_iter += extra_ms
         return t
@@ -282,6 +281,60 @@ def test_a_candidate_slowed_once_by_the_host_is_timed_again_and_both_attempts_ou
     assert tm["retimed"]["excess_ms"] < extra_ms / 2, tm["retimed"]
     assert tm["evaluator_ms_per_iter"] < tm["retimed"]["first_evaluator_ms_per_iter"] - extra_ms / 2
     assert tm["timed_outputs_checked"] == sum(seen), (seen, tm)
+    assert tm["retimed"]["attempt_iters"] == seen, (seen, tm["retimed"])
+    # the second attempt's ring goes on past every step the first one timed: no input values repeat
+    (_, first_start), (second_from, second_start) = steps
+    assert second_from == first_start + seen[0] and second_start > second_from, steps
+
+
+CONTENT_CACHE = """import torch
+import torch.nn as nn
+
+import cuda_ext
+
+_seen = {}
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        key = x.contiguous().numpy().tobytes()  # the inputs' values (CPU tensors in rehearsal)
+        if key in _seen:
+            with open(HITS, "a") as f:
+                f.write("hit\\n")
+            return _seen[key].clone()
+        out = cuda_ext.ew(x.contiguous())
+        _seen[key] = out.clone()
+        return out
+"""
+
+
+def test_a_retimed_candidate_never_sees_an_input_again_so_a_content_keyed_cache_never_hits(rehearse, tmp_path,
+                                                                                          monkeypatch):
+    """A cache keyed on the inputs' values would hit on every call of a second timing attempt that
+    replayed the first one's steps, and a candidate can bring the retry about itself (a few slow calls
+    move the evaluator's clock, not the worker's median). Every call, in every attempt, sees values no
+    call saw before: the cache never hits."""
+    from cuda_agent.sandbox import evaluator
+
+    hits = tmp_path / "hits.txt"
+    real_time, seen = evaluator._Evaluation._time, []
+
+    def first_slow(self, worker, rotation, target, wrap, extra=None, first_step=0):
+        t = real_time(self, worker, rotation, target, wrap, extra, first_step)
+        if t is not None and worker is self.cand:
+            seen.append(t.n)
+            if len(seen) == 1:
+                t.evaluator_ms_per_iter += 100.0
+        return t
+
+    monkeypatch.setattr(evaluator._Evaluation, "_time", first_slow)
+    ws = _variant(tmp_path, CONTENT_CACHE.replace("HITS", repr(str(hits))))
+    v = rehearse(ws, static_rules=False, isolation="none")
+    assert "retimed" in v.timing and len(seen) == 2, (seen, v.verdict, v.reasons)
+    assert not hits.exists(), hits.read_text().count("hit")
 
 
 HANGING_FORWARD = """import torch.nn as nn

@@ -194,7 +194,6 @@ def test_work_skipped_only_while_timed_is_caught_by_the_timed_output_checksums(c
 def test_honest_kernel_passes_the_timed_output_check(cache_dir):
     v = run(cache_dir, TASKS / "linear_relu.py", SOLUTIONS / "honest_linear_relu")
     assert v.verdict == "correct", v.reasons
-    # host load (the suite runs -n 8) can call for a second timing attempt: both attempts time the same
-    # step, and the outputs of both are checked
-    attempts = 2 if "retimed" in v.timing else 1
-    assert v.timing["timed_outputs_checked"] == attempts * v.timing["iters"] > 0, v.timing
+    # host load (the suite runs -n 8) can call for a second timing attempt; the outputs of both are checked
+    iters = v.timing["retimed"]["attempt_iters"] if "retimed" in v.timing else [v.timing["iters"]]
+    assert v.timing["timed_outputs_checked"] == sum(iters) > 0, v.timing

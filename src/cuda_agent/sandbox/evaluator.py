@@ -632,15 +632,16 @@ class _Evaluation:
             v.add_reason(f"roofline: {r.warning}")
 
     def _time(self, worker: WorkerProcess, rotation: list | None, target: str, wrap,
-              extra: dict | None = None) -> _Timed | None:
+              extra: dict | None = None, first_step: int = 0) -> _Timed | None:
         """Time ``target`` in ``worker``: the reference on its own ring, the candidate on the shared
-        ``rotation`` sets (copied into its own buffers)."""
+        ``rotation`` sets (copied into its own buffers), its ring's refreshes counted from ``first_step``."""
         cfg = self.config
 
         def go() -> _Timed:
             prep = worker.request({"op": "prepare_timing", "inputs": rotation, "target": target,
                             "warmup_ms": cfg.warmup_ms, "rep_ms": cfg.rep_ms, "min_iters": cfg.min_iters,
-                            "max_iters": cfg.max_iters, "max_window_ms": cfg.max_window_ms},
+                            "max_iters": cfg.max_iters, "max_window_ms": cfg.max_window_ms,
+                            "first_step": first_step},
                            cfg.baseline_timeout_s if worker is self.ref else cfg.run_timeout_s)
             t0, start = time.perf_counter(), time.time()
             r = worker.request({"op": "time", **(extra or {})}, cfg.run_timeout_s)
@@ -686,12 +687,15 @@ class _Evaluation:
             # worker's clocks does not. Time the candidate once more and keep the attempt the evaluator's
             # clock agrees with best: a candidate that hides work must hide it in both. The attempt set
             # aside still has its timed outputs checked (_timed_outputs_ok).
-            again = self._candidate_attempt(rotation)
+            # Its ring goes on from where the first attempt's stopped: inputs of values no call has seen,
+            # else a cache keyed on content would hit on every input the first attempt timed.
+            again = self._candidate_attempt(rotation, first_step=t.reply["start_step"] + t.n)
             if again is None:
                 return None
             excess_again = self._outer_excess(again, overhead)
             v.timing["retimed"] = {"first_evaluator_ms_per_iter": round(t.evaluator_ms_per_iter, 4),
-                                   "first_excess_ms": round(excess, 4), "excess_ms": round(excess_again, 4)}
+                                   "first_excess_ms": round(excess, 4), "excess_ms": round(excess_again, 4),
+                                   "attempt_iters": [t.n, again.n]}
             if excess_again < excess:
                 again.earlier, t, excess = t.earlier + [t.reply], again, excess_again
             else:
@@ -714,11 +718,19 @@ class _Evaluation:
                          "warmup": t.reply.get("warmup")})
         return t
 
-    def _candidate_attempt(self, rotation: list) -> _Timed | None:
+    def _candidate_attempt(self, rotation: list, first_step: int = 0) -> _Timed | None:
         """One timing request to the candidate's worker, its integrity checked, ``ms`` raised to the
-        worker's own wall clock (less the harness's gap) where that exceeds the events."""
-        t = self._time(self.cand, rotation, "model", self._cand_step, {"checksum_seed": self.checksum_seed})
+        worker's own wall clock (less the harness's gap) where that exceeds the events. Its ring's
+        refreshes start after ``first_step``; a reply whose timed calls claim an earlier step (inputs an
+        earlier attempt saw, whose outputs the candidate could have kept) is tampering."""
+        t = self._time(self.cand, rotation, "model", self._cand_step, {"checksum_seed": self.checksum_seed},
+                       first_step=first_step)
         if t is None or not self._integrity_ok(t.reply, "during timing"):
+            return None
+        start = t.reply.get("start_step")
+        if not isinstance(start, int) or isinstance(start, bool) or start < first_step:
+            self.v.reject(f"the timing reply's first timed step ({start!r}) lies before the step this attempt "
+                          f"started from ({first_step}): the harness's reply was tampered with", "bad_reply")
             return None
         if t.wall_median_ms - t.gpu_median_ms - t.gap_ms > max(0.03, 0.10 * t.gpu_median_ms):
             t.ms = max(t.ms, t.wall_median_ms - t.gap_ms)

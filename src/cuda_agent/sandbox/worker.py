@@ -366,6 +366,8 @@ class Worker:
             # again: two rings of a 16 GiB task at once would not fit
             self.timing_state = None
             ring = InputRing([[share.open_tree(d) for d in s] for s in msg["inputs"]], self.device)
+            # a retry goes on from the step the first attempt stopped at: values no earlier call has seen
+            ring.step = int(msg.get("first_step") or 0)
         with torch.no_grad():
             t0 = _perf()
             fn(*ring.next())
