@@ -312,13 +312,14 @@ def test_the_watchdog_counts_every_descendant_and_keeps_a_peak_that_was_cleared(
     import threading
     import time
 
+    from cuda_agent.sandbox import process
     from cuda_agent.sandbox.process import WorkerProcess
 
     class StandIn(WorkerProcess):
         def __init__(self, proc):  # only what the measure reads
             self.proc, self._status_fd, self.status, self._peaks = proc, None, {}, {}
             self._status_lock = threading.Lock()
-            self.label, self.oom_score_raised, self._oom_score_adj = "candidate", None, 0
+            self.label, self.oom_score_raised, self._oom_score_adj = "candidate", None, process._oom_score_adj("self")
 
     proc = subprocess.Popen([sys.executable, "-c", PEAKS], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             start_new_session=True)
