@@ -287,6 +287,27 @@ def test_a_candidate_slowed_once_by_the_host_is_timed_again_and_both_attempts_ou
     assert second_from == first_start + seen[0] and second_start > second_from, steps
 
 
+@pytest.mark.parametrize("claimed", [-1, 10**18], ids=["before its first step", "past any step it could reach"])
+def test_a_timing_reply_that_claims_steps_the_attempt_never_ran_is_rejected(rehearse, monkeypatch, claimed):
+    """The reference recomputes the timed outputs' checksums from the step the reply names: a reply that
+    names steps its attempt never ran (an earlier attempt's inputs, whose outputs could have been kept;
+    or so far on that the refresh factors repeat) is tampering."""
+    from cuda_agent.sandbox import evaluator
+
+    real_time = evaluator._Evaluation._time
+
+    def claims(self, worker, rotation, target, wrap, extra=None, first_step=0):
+        t = real_time(self, worker, rotation, target, wrap, extra, first_step)
+        if t is not None and worker is self.cand:
+            t.reply["start_step"] = claimed
+        return t
+
+    monkeypatch.setattr(evaluator._Evaluation, "_time", claims)
+    v = rehearse(HONEST)
+    assert v.verdict == "rejected" and "bad_reply" in v.flags, (v.verdict, v.flags, v.reasons)
+    assert "first timed step" in v.reasons[0], v.reasons
+
+
 CONTENT_CACHE = """import torch
 import torch.nn as nn
 

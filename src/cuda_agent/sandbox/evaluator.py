@@ -728,9 +728,12 @@ class _Evaluation:
         if t is None or not self._integrity_ok(t.reply, "during timing"):
             return None
         start = t.reply.get("start_step")
-        if not isinstance(start, int) or isinstance(start, bool) or start < first_step:
-            self.v.reject(f"the timing reply's first timed step ({start!r}) lies before the step this attempt "
-                          f"started from ({first_step}): the harness's reply was tampered with", "bad_reply")
+        # the warm-up makes at most max_iters calls and one window more (timing.plan_iterations)
+        latest = first_step + 4 * self.config.max_iters + 1000
+        if not isinstance(start, int) or isinstance(start, bool) or not first_step <= start <= latest:
+            self.v.reject(f"the timing reply's first timed step ({start!r}) lies outside the steps this attempt "
+                          f"could have reached ({first_step} to {latest}): the harness's reply was tampered with",
+                          "bad_reply")
             return None
         if t.wall_median_ms - t.gpu_median_ms - t.gap_ms > max(0.03, 0.10 * t.gpu_median_ms):
             t.ms = max(t.ms, t.wall_median_ms - t.gap_ms)
