@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import threading
 
@@ -605,6 +606,43 @@ def test_a_gpu_jail_lets_cuda_name_its_threads_and_nothing_else_in_proc_is_writa
     assert cpu.pop("writable globals") == cpu.pop("chmod-able globals") == [], cpu
     cpu.pop("host's locks readable")  # a CPU jail's /proc is its own, or the host's read-only (shared PIDs)
     assert int(cpu.pop("capabilities"), 16) == 0 and set(cpu.values()) == {"Read-only file system"}, cpu
+
+
+DEV_NODES = r"""
+import json, os, stat
+nodes, dirs = [], []
+for root, subdirs, files in os.walk("/dev"):
+    subdirs[:] = [d for d in subdirs if d not in ("pts", "shm")]
+    dirs.append(os.stat(root)[1:3])
+    for f in files:
+        st = os.lstat(os.path.join(root, f))
+        if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+            nodes.append([os.path.join(root, f), st.st_dev, st.st_ino])
+print(json.dumps({"nodes": nodes, "dirs": dirs}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root's jails own the host's device nodes")
+@pytest.mark.parametrize("shape", [dict(), dict(share_pid=True), dict(gpu=True), dict(share_pid=True, gpu=True)],
+                         ids=["cpu", "cpu shared pid", "agent bash on a gpu", "gpu worker"])
+def test_no_jail_holds_a_host_device_node_it_could_chmod_for_the_whole_host(shape):
+    """A jail started by root runs as the host's root and owns the host's device nodes: chmod needs no
+    capability, so `chmod 000 /dev/null` (or /dev/nvidia0) would break every other jail and the host.
+    Every node a jail sees is a private copy (same device numbers), and no /dev directory is the host's."""
+    host_nodes, host_dirs = set(), set()
+    for root, subdirs, files in os.walk("/dev"):
+        host_dirs.add(tuple(os.stat(root)[1:3]))
+        for f in files:
+            st = os.lstat(os.path.join(root, f))
+            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+                host_nodes.add((st.st_dev, st.st_ino))
+    r = subprocess.run(Jail(**shape).command(["python3", "-c", DEV_NODES], scratch=None),
+                       env=confined_env(dict(os.environ)), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    seen = json.loads(r.stdout.strip().splitlines()[-1])
+    assert {n[0] for n in seen["nodes"]} >= {"/dev/null", "/dev/zero", "/dev/urandom"}, seen
+    assert [n[0] for n in seen["nodes"] if (n[1], n[2]) in host_nodes] == [], seen
+    assert [d for d in seen["dirs"] if tuple(d) in host_dirs] == [], seen
 
 
 def test_evaluation_refuses_to_start_without_confinement(tmp_path, monkeypatch):

@@ -38,13 +38,16 @@ and ``eval``, ``bench``, ``optimize`` and ``train serve`` refuse to run. ``--uns
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -227,6 +230,63 @@ def proc_globals_read_only() -> list[str]:
     return out
 
 
+# The device nodes bwrap's --dev puts in a jail are the host's own, bound in. A jail started by root runs as
+# the host's root (its user namespace maps 0 to 0), owns them, and may chmod them without any capability:
+# `chmod 000 /dev/null` or `/dev/nvidia0` from one jail would break every other jail and the host. Where the
+# harness may (root: CAP_MKNOD), each jail gets private copies instead: mknod'd nodes of the same device
+# numbers, in a directory of its own, removed once bwrap has had time to mount them (a bind survives it).
+STD_NODES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+_DEV_DIRS: list[tuple[float, str]] = []
+
+
+def device_binds(paths: list[str]) -> list[str]:
+    """``--dev-bind`` arguments for each device node or directory of nodes in ``paths`` (those that exist):
+    a private copy where this process may make one, else the host's node itself."""
+    _sweep_dev_dirs(older_than_s=120.0)
+    private = tempfile.mkdtemp(prefix="cuda_agent_dev_") if os.geteuid() == 0 else None
+    if private:
+        _DEV_DIRS.append((time.monotonic(), private))
+    out = []
+    for i, path in enumerate(paths):
+        if not os.path.exists(path):
+            continue
+        copy = _copy_nodes(path, os.path.join(private, str(i))) if private else None
+        out += ["--dev-bind", copy or path, path]
+    return out
+
+
+def _copy_nodes(path: str, dest: str) -> str | None:
+    """A private copy of a device node (or of a directory's nodes), or None where mknod is refused."""
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            os.mkdir(dest)
+            for entry in sorted(os.listdir(path)):
+                if _copy_nodes(os.path.join(path, entry), os.path.join(dest, entry)) is None \
+                        and not stat.S_ISREG(os.stat(os.path.join(path, entry)).st_mode):
+                    return None
+        elif stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+            os.mknod(dest, st.st_mode, st.st_rdev)
+        else:
+            return None
+        os.chmod(dest, stat.S_IMODE(st.st_mode))
+        os.chown(dest, st.st_uid, st.st_gid)
+        return dest
+    except OSError:
+        return None
+
+
+def _sweep_dev_dirs(older_than_s: float = 0.0) -> None:
+    now = time.monotonic()
+    for entry in list(_DEV_DIRS):
+        if now - entry[0] >= older_than_s:
+            shutil.rmtree(entry[1], ignore_errors=True)
+            _DEV_DIRS.remove(entry)
+
+
+atexit.register(_sweep_dev_dirs)
+
+
 @dataclass
 class Jail:
     """One confined process's view (see the module doc). ``binds`` maps host paths to inside paths
@@ -260,12 +320,8 @@ class Jail:
         for p in readable_paths():
             cmd += ["--ro-bind", p, p]
         cmd += ["--dev", "/dev"]
-        if self.gpu:
-            for node in sorted(Path("/dev").glob("nvidia*")):
-                cmd += ["--dev-bind", str(node), str(node)]
-            for node in ("/dev/dri",):
-                if os.path.exists(node):
-                    cmd += ["--dev-bind", node, node]
+        gpu_nodes = [str(n) for n in sorted(Path("/dev").glob("nvidia*"))] + ["/dev/dri"] if self.gpu else []
+        cmd += device_binds([*STD_NODES, *gpu_nodes])
         if self.share_pid:
             cmd += ["--ro-bind", "/proc", "/proc"]
             if self.gpu:
