@@ -239,11 +239,13 @@ STD_NODES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom
 _DEV_DIRS: list[tuple[float, str]] = []
 
 
-def device_binds(paths: list[str]) -> list[str]:
+def device_binds(paths: list[str], private_copies: bool | str = True) -> list[str]:
     """``--dev-bind`` arguments for each device node or directory of nodes in ``paths`` (those that exist):
-    a private copy where this process may make one, else the host's node itself."""
+    a private copy where this process may make one (``private_copies``: True, under ``node_base()``; a
+    directory, under it; False, none), else the host's node itself."""
     _sweep_dev_dirs(older_than_s=120.0)
-    private = tempfile.mkdtemp(prefix="cuda_agent_dev_") if os.geteuid() == 0 else None
+    base = node_base() if private_copies is True else private_copies or None
+    private = tempfile.mkdtemp(prefix="cuda_agent_dev_", dir=base) if base and os.geteuid() == 0 else None
     if private:
         _DEV_DIRS.append((time.monotonic(), private))
     out = []
@@ -276,6 +278,24 @@ def _copy_nodes(path: str, dest: str) -> str | None:
         return None
 
 
+@functools.cache
+def node_base() -> str | None:
+    """Where private copies of the nodes open inside a jail: the harness's temporary directory, or else
+    /dev itself (a nodev mount, as /tmp often is, stays nodev in a jail's user namespace); None where
+    neither does (or without root): the host's nodes are bound then."""
+    if os.geteuid() != 0:
+        return None
+    check = [sys.executable, "-c", "open('/dev/null', 'wb').write(b'x'); open('/dev/urandom', 'rb').read(1)"]
+    for base in (tempfile.gettempdir(), "/dev"):
+        try:
+            r = subprocess.run(Jail(private_nodes=base).command(check, scratch=None), capture_output=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if r.returncode == 0:
+            return base
+    return None
+
+
 def _sweep_dev_dirs(older_than_s: float = 0.0) -> None:
     now = time.monotonic()
     for entry in list(_DEV_DIRS):
@@ -300,6 +320,8 @@ class Jail:
     binds: dict[str, str] = field(default_factory=dict)
     ro_binds: dict[str, str] = field(default_factory=dict)
     hidden: list[str] = field(default_factory=list)
+    private_nodes: bool | str = True
+    """Private copies of the device nodes (``device_binds``): True, wherever they open (``node_base``)."""
 
     def command(self, argv: list[str], scratch: str | None, cwd: str | None = None,
                 status_fd: int | None = None) -> list[str]:
@@ -321,7 +343,7 @@ class Jail:
             cmd += ["--ro-bind", p, p]
         cmd += ["--dev", "/dev"]
         gpu_nodes = [str(n) for n in sorted(Path("/dev").glob("nvidia*"))] + ["/dev/dri"] if self.gpu else []
-        cmd += device_binds([*STD_NODES, *gpu_nodes])
+        cmd += device_binds([*STD_NODES, *gpu_nodes], private_copies=self.private_nodes)
         if self.share_pid:
             cmd += ["--ro-bind", "/proc", "/proc"]
             if self.gpu:
