@@ -784,8 +784,9 @@ class _Evaluation:
         if prof is None:
             return False
         kernels = prof["kernels"]
+        calls = prof.get("iters") if isinstance(prof.get("iters"), int) and prof["iters"] >= 1 else 1  # traced
         self.v.timing["profile"] = [{"name": k["name"][:120], "count": k["count"],
-                                     "us_per_call": round(k["cuda_us"] / prof["iters"], 2)} for k in kernels[:10]]
+                                     "us_per_call": round(k["cuda_us"] / calls, 2)} for k in kernels[:10]]
         if not self.config.strict or self.config.calibrate:
             return True
         own = self._own_kernel_names()

@@ -75,8 +75,9 @@ class ProfileReport:
 
 
 def _rows(kernels: list[dict], iters: int) -> list[KernelRow]:
+    iters = iters if isinstance(iters, int) and iters >= 1 else 1  # a candidate worker's reply: untrusted
     total = sum(k["cuda_us"] for k in kernels) or 1.0
-    return [KernelRow(k["name"], k["count"] // max(iters, 1), k["cuda_us"] / iters, k["cuda_us"] / total)
+    return [KernelRow(k["name"], k["count"] // iters, k["cuda_us"] / iters, k["cuda_us"] / total)
             for k in kernels]
 
 
@@ -121,7 +122,7 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
                                          (cand, "model", "candidate")):
                 worker.request({"op": "prepare_timing", "target": target, **timing}, config.baseline_timeout_s)
                 prof = worker.request({"op": "profile", "iters": iters}, config.run_timeout_s)
-                setattr(report, attr, _rows(prof["kernels"], iters))
+                setattr(report, attr, _rows(prof["kernels"], prof["iters"]))  # calls traced: at most one a set
         report.roofline = _roofline(setup, config, report)
         if use_ncu:
             report.ncu = _ncu(solution, built, cand_msg, env=cand_env, config=config, timing=timing,
