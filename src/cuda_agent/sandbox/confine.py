@@ -47,6 +47,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -237,6 +238,7 @@ def proc_globals_read_only() -> list[str]:
 # numbers, in a directory of its own, removed once bwrap has had time to mount them (a bind survives it).
 STD_NODES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 _DEV_DIRS: list[tuple[float, str]] = []
+_DEV_LOCK = threading.Lock()
 
 
 def device_binds(paths: list[str], private_copies: bool | str = True) -> list[str]:
@@ -247,7 +249,8 @@ def device_binds(paths: list[str], private_copies: bool | str = True) -> list[st
     base = node_base() if private_copies is True else private_copies or None
     private = tempfile.mkdtemp(prefix="cuda_agent_dev_", dir=base) if base and os.geteuid() == 0 else None
     if private:
-        _DEV_DIRS.append((time.monotonic(), private))
+        with _DEV_LOCK:
+            _DEV_DIRS.append((time.monotonic(), private))
     out = []
     for i, path in enumerate(paths):
         if not os.path.exists(path):
@@ -298,10 +301,11 @@ def node_base() -> str | None:
 
 def _sweep_dev_dirs(older_than_s: float = 0.0) -> None:
     now = time.monotonic()
-    for entry in list(_DEV_DIRS):
-        if now - entry[0] >= older_than_s:
-            shutil.rmtree(entry[1], ignore_errors=True)
-            _DEV_DIRS.remove(entry)
+    with _DEV_LOCK:  # bench lanes start jails from several threads
+        old = [e for e in _DEV_DIRS if now - e[0] >= older_than_s]
+        _DEV_DIRS[:] = [e for e in _DEV_DIRS if e not in old]
+    for _, path in old:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 atexit.register(_sweep_dev_dirs)
