@@ -1,5 +1,6 @@
-"""The timing warm-up logic, on the CPU with a simulated GPU whose clocks ramp up from idle, and the input
-ring's in-place overwrite used by the re-check after timing."""
+"""The timing warm-up logic, on the CPU with a simulated GPU whose clocks ramp up from idle, the input
+ring's in-place overwrite used by the re-check after timing, and the timed-output checksums (weights, sums,
+precision, devices) with the per-call samples of the timed loop."""
 
 import pytest
 import torch
@@ -186,3 +187,166 @@ def test_overwrite_writes_new_values_into_the_very_same_buffers():
         assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
         assert got[0] is not want[0] and got[2] == 7
     assert torch.equal(out[2][0], torch.zeros(4)) and torch.equal(out[2][1], torch.arange(3))  # no new set: as it was
+
+
+def test_the_warm_up_ceiling_defaults_to_1000_ms(monkeypatch):
+    """Estimates of 1, 1 and 23 ms (25 ms, windows of 10 calls), then windows alternating 1.0 and 1.5 ms per call:
+    78 windows spend exactly 1000 ms, and the worker, which passes no ceiling, stops there."""
+    made = _gpu(monkeypatch, lambda k: 23.0 if k == 2 else 1.0 if k < 3 or ((k - 3) // 10) % 2 == 0 else 1.5)
+    _n, _per_call, warm = _plan(max_iters=100_000)
+    assert warm == {"warmup_calls": 3 + 78 * 10, "warmup_ms": 1000.0, "settled": False}
+    assert len(made) == 783
+
+
+def test_refresh_scales_are_the_golden_ratio_sequence():
+    """0.5 + 0.5 * frac(step / golden ratio), to the last bit."""
+    got = [timing.refresh_scale(k) for k in (1, 2, 3, 10, 1000, 123457)]
+    assert got == [0.8090169943749475, 0.6180339887498949, 0.9270509831248424, 0.5901699437494745,
+                   0.5169943749474442, 0.8110745478843455]
+
+
+def test_the_input_ring_holds_its_copies_on_the_device_it_is_given():
+    ring = timing.InputRing([[torch.ones(3), torch.arange(2), 5]], torch.device("meta"))
+    buf = ring.bufs[0]
+    assert buf[0].device.type == "meta" and buf[1].device.type == "meta" and buf[2] == 5
+    assert ring.pristine[0][0].device.type == "meta" and ring.pristine[0][1] is None
+
+
+@pytest.mark.parametrize("seed, n, signs", [
+    (7, 12, "-++---+-+--+"),
+    (7, 13, "+-+--+-+-+--+"),
+    (8, 12, "+-+----++--+"),
+])
+def test_checksum_weights_are_plus_or_minus_one_drawn_from_the_seed_and_the_size(seed, n, signs):
+    w = timing.OutputChecksum(seed, torch.device("cpu")).weights(n)
+    assert w.dtype == torch.float64 and w.device.type == "cpu"
+    assert w.tolist() == [1.0 if s == "+" else -1.0 for s in signs]
+    assert torch.equal(timing.OutputChecksum(seed, torch.device("cpu")).weights(n), w)  # another instance, the same
+
+
+def test_checksum_weights_are_drawn_by_a_generator_on_the_checksum_device(monkeypatch):
+    """A CUDA draw takes a CUDA generator: the generator is made for the checksum's device."""
+    devices, real = [], torch.Generator
+
+    def generator(device=None):
+        devices.append(device)
+        return real(device=device)
+
+    monkeypatch.setattr(torch, "Generator", generator)
+    timing.OutputChecksum(3, torch.device("cpu")).weights(5)
+    assert devices == [torch.device("cpu")]
+
+
+def test_the_checksum_of_an_output_sums_dot_products_and_squared_norms_over_its_tensor_leaves():
+    ck = timing.OutputChecksum(11, torch.device("cpu"))
+    a, b, c = torch.arange(6.0) - 2, torch.tensor([[1.5, -2.0], [0.25, 3.0]]), torch.tensor([4, -1, 2])
+    assert list(timing.leaves([a, (b, [c, 7]), None])) == [a, b, c, 7, None]
+
+    def one(x):
+        v = x.reshape(-1).double()
+        return [float(torch.dot(v, ck.weights(v.numel()))), float(torch.dot(v, v))]
+
+    got = ck([a, (b, [c, 7]), None]).tolist()
+    parts = [one(a), one(b), one(c)]
+    assert got == [sum(p[0] for p in parts), sum(p[1] for p in parts)]
+    assert ck(a).tolist() == one(a) and one(a)[0] != 0
+    assert ck((b,)).tolist() == one(b)
+
+
+class _Clock:
+    """CUDA events whose k-th elapsed_time is gpu[k], and a host clock that reads the next of ``ticks``."""
+
+    def __init__(self, gpu, ticks):
+        self.gpu, self.ticks = iter(gpu), iter(ticks)
+        clock = self
+
+        class Event:
+            def __init__(self, enable_timing=True):
+                pass
+
+            def record(self):
+                pass
+
+            def elapsed_time(self, other):
+                return next(clock.gpu)
+
+        self.Event = Event
+
+    def perf_counter(self):
+        return next(self.ticks)
+
+
+def _exact(monkeypatch, gpu=(1.0,) * 64, ticks=None):
+    clock = _Clock(gpu, ticks if ticks is not None else (0.0 for _ in iter(int, 1)))
+    monkeypatch.setattr(timing, "_Event", clock.Event)
+    monkeypatch.setattr(timing, "_perf_counter", clock.perf_counter)
+    monkeypatch.setattr(timing, "_synchronize", lambda: None)
+
+
+def test_run_timed_reports_each_call_s_gpu_and_wall_time_and_the_inputs_it_used(monkeypatch):
+    _exact(monkeypatch, gpu=[1.0, 3.0, 2.0], ticks=[0.0, 0.25, 1.0, 1.001, 2.0, 2.5])
+    ring = timing.InputRing([[torch.ones(1)], [torch.full((1,), 2.0)]], torch.device("cpu"))
+    for _ in range(5):
+        ring.next()
+    res = timing.run_timed(lambda x: x.clone(), ring, lambda: None, 3, timing.OutputChecksum(1, torch.device("cpu")))
+    assert res["gpu_ms"] == [1.0, 3.0, 2.0] and res["gpu_median_ms"] == 2.0 and res["n"] == 3
+    assert res["wall_ms"] == pytest.approx([250.0, 1.0, 500.0]) and res["wall_median_ms"] == pytest.approx(250.0)
+    assert res["start_step"] == 5 and ring.step == 8
+    # steps 6, 7, 8 use sets 1, 0, 1, scaled by refresh_scale(step) in float32
+    want = [float(torch.tensor(base * timing.refresh_scale(step), dtype=torch.float32)) ** 2
+            for base, step in ((2.0, 6), (1.0, 7), (2.0, 8))]
+    assert [c[1] for c in res["checksums"]] == want
+
+
+def _fine(*_inputs):
+    """An output whose checksum is exact in float64 and not in float32: 1 + 2**-30 and its square."""
+    return torch.tensor([1 + 2.0 ** -30], dtype=torch.float64)
+
+
+def test_checksums_are_kept_in_float64(monkeypatch):
+    _exact(monkeypatch)
+    cpu = torch.device("cpu")
+    ck = timing.OutputChecksum(5, cpu)
+    w = ck.weights(1).item()
+    want = [w * (1 + 2.0 ** -30), 1 + 2.0 ** -29]
+    assert ck(_fine()).dtype == torch.float64 and ck(_fine()).tolist() == want
+    ring = timing.InputRing([[torch.ones(2)]], cpu)
+    assert timing.run_timed(_fine, ring, lambda: None, 3, ck)["checksums"] == [want] * 3
+    assert timing.checksums(_fine, ring, 3, ck) == [want] * 3
+
+
+def test_checksums_are_made_on_the_checksum_device_whatever_torch_s_default_device(monkeypatch):
+    """Candidate code may change torch's default device: the timing loop names its devices."""
+    _exact(monkeypatch)
+    cpu = torch.device("cpu")
+
+    sets = [[torch.arange(4.0)], [torch.arange(4.0) - 2]]
+
+    def both():
+        ring = timing.InputRing(sets, cpu)
+        timed = timing.run_timed(lambda x: x * 3, ring, lambda: None, 4, timing.OutputChecksum(9, cpu))
+        ring.step = timed["start_step"]
+        return timed["checksums"], timing.checksums(lambda x: x * 3, ring, 4, timing.OutputChecksum(9, cpu))
+
+    plain = both()
+    assert plain[0] == plain[1] and all(c[1] > 0 for c in plain[0])
+    with torch.device("meta"):
+        assert both() == plain
+
+
+class _Output(torch.Tensor):
+    """An output tensor that records the devices it is asked to move to."""
+    targets: list = []
+
+    def to(self, *args, **kwargs):
+        _Output.targets += [a for a in (*args, kwargs.get("device")) if isinstance(a, torch.device)]
+        return super().to(*args, **kwargs)
+
+
+def test_each_output_leaf_is_moved_to_the_checksum_device():
+    """An output on another device than the checksum's (a CPU tensor from a GPU candidate) is moved, not refused."""
+    _Output.targets = []
+    out = (torch.arange(3.0) + 1).as_subclass(_Output)
+    ck = timing.OutputChecksum(2, torch.device("cpu"))
+    assert ck(out).tolist() == [float(torch.dot(torch.arange(3.0).double() + 1, ck.weights(3))), 14.0]
+    assert _Output.targets == [torch.device("cpu")]
