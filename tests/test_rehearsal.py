@@ -222,8 +222,8 @@ def test_evaluator_clock_remeasures_the_harness_cost_before_distrusting_the_work
 
     real_time, extra_ms = evaluator._Evaluation._time, 100.0
 
-    def slow_clock(self, worker, rotation, target, wrap, extra=None):
-        t = real_time(self, worker, rotation, target, wrap, extra)
+    def slow_clock(self, worker, rotation, target, wrap, extra=None, first_step=0):
+        t = real_time(self, worker, rotation, target, wrap, extra, first_step)
         after_baseline = getattr(self, "baseline", None) is not None
         if t is not None and (worker is self.cand or (loaded_control and after_baseline)):
             t.evaluator_ms_per_iter += extra_ms

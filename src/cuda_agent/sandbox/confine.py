@@ -306,6 +306,14 @@ def _sweep_dev_dirs(older_than_s: float = 0.0) -> None:
         _DEV_DIRS[:] = [e for e in _DEV_DIRS if e not in old]
     for _, path in old:
         shutil.rmtree(path, ignore_errors=True)
+    # those of processes that ended without their exit handlers (a SIGKILLed bench, a lane): long mounted
+    base = node_base.cache_info().currsize and node_base()
+    for path in Path(base).glob("cuda_agent_dev_*") if base else ():
+        try:
+            if time.time() - path.stat().st_mtime > 600:
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            pass
 
 
 atexit.register(_sweep_dev_dirs)
