@@ -529,13 +529,15 @@ def write(path, text=None):
         return "written"
     except OSError as e:
         return e.strerror
+def global_entries():
+    # every /proc entry that is not a process's (nor a link to one: self, thread-self, mounts, net)
+    for entry in sorted(os.listdir("/proc")):
+        if not entry.isdigit() and not os.path.islink("/proc/" + entry):
+            yield entry, "/proc/" + entry
 def writable_globals():
     # every /proc entry that is not a process's, walked: what a write would not be refused by its mount or mode
     out = []
-    for entry in sorted(os.listdir("/proc")):
-        top = "/proc/" + entry
-        if entry.isdigit() or os.path.islink(top):
-            continue
+    for entry, top in global_entries():
         for root, dirs, files in [(os.path.dirname(top), [], [entry])] + list(os.walk(top)):
             out += [os.path.join(root, f) for f in files if os.access(os.path.join(root, f), os.W_OK)
                     and stat.S_ISREG(os.lstat(os.path.join(root, f)).st_mode)]  # not a node bound over one
@@ -544,10 +546,7 @@ def chmod_able_globals():
     # the owner of a file may chmod it without a capability, and a global /proc entry's mode is the kernel's,
     # shared by every jail: each is chmodded to its own mode, which only a read-only mount refuses
     out = []
-    for entry in sorted(os.listdir("/proc")):
-        path = "/proc/" + entry
-        if entry.isdigit() or os.path.islink(path):
-            continue
+    for entry, path in global_entries():
         try:
             os.chmod(path, os.stat(path).st_mode & 0o7777)
             out.append(entry)

@@ -47,6 +47,22 @@ def rehearse(monkeypatch, tmp_path_factory):
     return run
 
 
+@pytest.fixture
+def started(monkeypatch) -> list:
+    """Every WorkerProcess the evaluation starts, in order (the tests find the candidate's among them)."""
+    from cuda_agent.sandbox import process
+
+    out = []
+    real_init = process.WorkerProcess.__init__
+
+    def remember(self, *a, **kw):
+        real_init(self, *a, **kw)
+        out.append(self)
+
+    monkeypatch.setattr(process.WorkerProcess, "__init__", remember)
+    return out
+
+
 def _task_with_forward(tmp_path, body: str, name: str = "task.py"):
     """swish_small with another reference forward (the honest CPU candidate still fits it)."""
     src = (TASKS / "swish_small.py").read_text()
@@ -78,26 +94,19 @@ def test_a_failing_reference_is_a_harness_error_not_the_candidates(rehearse, tmp
 @pytest.mark.nvcc
 @pytest.mark.parametrize("isolation", ["bwrap", "none"])
 @pytest.mark.parametrize("oom", [True, False], ids=["the OOM killer acted", "no OOM kill"])
-def test_a_candidate_worker_killed_from_outside_is_a_harness_error(rehearse, tmp_path, monkeypatch, isolation, oom):
+def test_a_candidate_worker_killed_from_outside_is_a_harness_error(rehearse, tmp_path, monkeypatch, started, isolation,
+                                                                  oom):
     """The out-of-memory killer, as far as the harness can tell: a SIGKILL it did not send while the host
     counted an OOM kill (/proc/vmstat, faked here). Without one, the SIGKILL is the candidate's doing (its
     process guard closes the routes by which it could send one itself; an operator's kill is rare): -1.
     Confined, the worker cannot tell its pid to the outside (its own PID namespace, no shared files), and
     bwrap reports the SIGKILL as exit 137: the test finds the worker as the harness's own child, and the
     evaluator still reads a SIGKILL."""
-    from cuda_agent.sandbox import memory, process
+    from cuda_agent.sandbox import memory
 
     counts = iter([7] + [8 if oom else 7] * 1000)  # the evaluator reads it once at its start
     monkeypatch.setattr(memory, "oom_kills", lambda: next(counts))
 
-    started = []
-    real_init = process.WorkerProcess.__init__
-
-    def remember(self, *a, **kw):
-        real_init(self, *a, **kw)
-        started.append(self)
-
-    monkeypatch.setattr(process.WorkerProcess, "__init__", remember)
     ws = _variant(tmp_path, "import time\n" + _forward("time.sleep(60)\nreturn x"))
     killer = threading.Thread(target=_kill_the_candidate_in_forward, args=(started,), daemon=True)
     killer.start()
@@ -113,7 +122,8 @@ def test_a_candidate_worker_killed_from_outside_is_a_harness_error(rehearse, tmp
 
 
 @pytest.mark.nvcc
-def test_a_candidate_that_raised_its_oom_score_is_not_excused_by_the_oom_killer(rehearse, tmp_path, monkeypatch):
+def test_a_candidate_that_raised_its_oom_score_is_not_excused_by_the_oom_killer(rehearse, tmp_path, monkeypatch,
+                                                                                started):
     """A candidate can offer itself to the OOM killer (``oom_score_adj`` up: no privilege needed, and a
     GPU worker's jail leaves its per-thread copy writable), so that host memory pressure kills it before
     its failure is seen, as a harness_error. The harness's watchdog sees the raise: the kill is then -1.
@@ -124,14 +134,6 @@ def test_a_candidate_that_raised_its_oom_score_is_not_excused_by_the_oom_killer(
         pytest.skip("this process already runs at oom_score_adj 1000")
     counts = iter([7] + [8] * 1000)  # the host counted an OOM kill meanwhile
     monkeypatch.setattr(memory, "oom_kills", lambda: next(counts))
-    started = []
-    real_init = process.WorkerProcess.__init__
-
-    def remember(self, *a, **kw):
-        real_init(self, *a, **kw)
-        started.append(self)
-
-    monkeypatch.setattr(process.WorkerProcess, "__init__", remember)
     raise_it = ("import threading\nfor path in ('/proc/self/oom_score_adj',\n"
                 "             f'/proc/self/task/{threading.get_native_id()}/oom_score_adj'):\n"
                 "    try:\n        with open(path, 'w') as f:\n            f.write('1000')\n"

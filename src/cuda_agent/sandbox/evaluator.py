@@ -784,7 +784,7 @@ class _Evaluation:
         if prof is None:
             return False
         kernels = prof["kernels"]
-        calls = prof.get("iters") if isinstance(prof.get("iters"), int) and prof["iters"] >= 1 else 1  # traced
+        calls = traced_calls(prof)
         self.v.timing["profile"] = [{"name": k["name"][:120], "count": k["count"],
                                      "us_per_call": round(k["cuda_us"] / calls, 2)} for k in kernels[:10]]
         if not self.config.strict or self.config.calibrate:
@@ -871,6 +871,12 @@ def timed_output_mismatches(cand: list, ref: list, tolerance: float) -> list[int
         if not ok:
             bad.append(i)
     return bad
+
+
+def traced_calls(profile_reply: dict) -> int:
+    """How many calls a worker's profile reply traced (at most one per input set): untrusted, so at least 1."""
+    n = profile_reply.get("iters")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else 1
 
 
 def restrain_candidate(worker: WorkerProcess, config: SandboxConfig, extra_mb: float = 0.0) -> None:

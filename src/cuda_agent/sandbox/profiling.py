@@ -23,7 +23,7 @@ from .build import build
 from .config import SandboxConfig
 from . import confine
 from .evaluator import (candidate_jail, candidate_setup, reference_setup, restrain_candidate, stage_candidate,
-                        worker_env)
+                        traced_calls, worker_env)
 from .gpu import gpu_lock, no_gpu_reason
 from .process import WorkerDied, WorkerError, WorkerProcess, WorkerTimeout, start_worker
 from .solution import Solution
@@ -75,7 +75,6 @@ class ProfileReport:
 
 
 def _rows(kernels: list[dict], iters: int) -> list[KernelRow]:
-    iters = iters if isinstance(iters, int) and iters >= 1 else 1  # a candidate worker's reply: untrusted
     total = sum(k["cuda_us"] for k in kernels) or 1.0
     return [KernelRow(k["name"], k["count"] // iters, k["cuda_us"] / iters, k["cuda_us"] / total)
             for k in kernels]
@@ -122,7 +121,7 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
                                          (cand, "model", "candidate")):
                 worker.request({"op": "prepare_timing", "target": target, **timing}, config.baseline_timeout_s)
                 prof = worker.request({"op": "profile", "iters": iters}, config.run_timeout_s)
-                setattr(report, attr, _rows(prof["kernels"], prof["iters"]))  # calls traced: at most one a set
+                setattr(report, attr, _rows(prof["kernels"], traced_calls(prof)))
         report.roofline = _roofline(setup, config, report)
         if use_ncu:
             report.ncu = _ncu(solution, built, cand_msg, env=cand_env, config=config, timing=timing,
