@@ -16,7 +16,8 @@
 #              GPU 1 while training uses GPU 0, and a probe compares timings idle vs training
 #   side-by-side - (issue 15) cached-baseline eval --calibrate vs KernelBench-style in-process eval, 6 real tasks
 #   confinement - (issue 20) a cached evaluation's cost with confinement on and off (carry .whl and KernelBench)
-#   rules    - (issue 16) the KernelBench-style corpus under both rule sets: GPU tests, bench + reports
+#   rules    - (issue 16) the KernelBench-style corpus through bench under both rule sets, and the reports
+#   rules-tests - (issue 16) tests/gpu/test_rules_gpu.py: each corpus file evaluated under each rule set
 #   roofline - (issue 19) the roofline's sanity checks and the sm_90a kernel: tests/gpu/test_roofline_gpu.py
 #   roofline-levels - (issue 19) KernelBench levels 1-3 evaluated --calibrate (carry third_party/KernelBench, .whl):
 #              compile's fraction of the bound per level and the 10 tasks farthest from it, in the report;
@@ -100,13 +101,22 @@ case "$stage" in
       --tasks 2/1,1/40,3/1 --reps 3 \
       --out "$OUT/confinement_cost.json" 2>&1 | tee "$OUT/confinement_cost.log" | tail -8 ;;
   rules)
-    # issue 16: the KernelBench-style corpus under both rule sets (tests, then bench + reports)
-    export CUDA_AGENT_TEST_CACHE=/tmp/ca16
-    timeout 300 python3 -m pytest -m gpu -q -n 8 -p no:cacheprovider tests/gpu/test_rules_gpu.py -k "not through_bench" \
-      > "$OUT/rules_gpu.log" 2>&1; tail -5 "$OUT/rules_gpu.log"
-    timeout 250 python3 benchmarks/rules_corpus.py --out /tmp/rules_corpus > "$OUT/rules_corpus.log" 2>&1
-    tail -5 "$OUT/rules_corpus.log"
+    # issue 16: the KernelBench-style corpus through bench under both rule sets, with their reports
+    # (two benches of 23 attempts; one at a time per GPU, the second was cut off at 250 s)
+    timeout 540 python3 benchmarks/rules_corpus.py --out /tmp/rules_corpus --per-gpu 4 > "$OUT/rules_corpus.log" 2>&1
+    tail -8 "$OUT/rules_corpus.log"
+    for r in /tmp/rules_corpus/run_*; do
+      python3 -c "import sys,collections; from cuda_agent.bench.report import load; \
+        print(sys.argv[1], dict(collections.Counter(r.verdict for r in load(sys.argv[1]).results)))" "$r"
+    done
+    cp /tmp/rules_corpus/mismatches.txt "$OUT/" 2>/dev/null
+    tar -czf "$OUT/rules_corpus_runs.tar.gz" -C /tmp/rules_corpus --exclude='*.so' --exclude='cache' . 2>/dev/null
     for r in /tmp/rules_corpus/run_*; do cp "$r/report/report.html" "$OUT/$(basename "$r")_report.html" 2>/dev/null; done ;;
+  rules-tests)
+    # issue 16: every corpus file evaluated under each rule set (tests/gpu/test_rules_gpu.py, not in `tests`)
+    export CUDA_AGENT_TEST_CACHE=/tmp/ca16
+    timeout -s INT 540 python3 -m pytest -m gpu -q -n 8 -rfE --tb=short -p no:cacheprovider tests/gpu/test_rules_gpu.py \
+      -k "not through_bench" > "$OUT/rules_gpu.log" 2>&1; tail -8 "$OUT/rules_gpu.log" ;;
   train)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
       && export PYTHONPATH=/tmp/site:$PWD/src || return 1

@@ -1,7 +1,7 @@
 """Run the KernelBench-style corpus through ``bench --solutions`` under both rule sets (issue 16).
 
     python benchmarks/rules_corpus.py [--corpus tests/solutions] [--out /tmp/rules_corpus]
-        [--rules cuda-agent,kernelbench] [--gpus all]
+        [--rules cuda-agent,kernelbench] [--gpus all] [--per-gpu 1]
 
 Writes OUT/run_<rules>/ (a bench run directory, its report in report/) per rule set and
 OUT/mismatches.txt; prints every verdict that differs from tests/solutions/kb_expected.json and
@@ -25,9 +25,10 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=Path("/tmp/rules_corpus"))
     p.add_argument("--rules", default="cuda-agent,kernelbench", help="rule sets, comma-separated")
     p.add_argument("--gpus", default="all")
+    p.add_argument("--per-gpu", type=int, default=1, help="evaluations at once per GPU, as bench --per-gpu")
     args = p.parse_args()
     mismatches = run_corpus(args.corpus, args.out, [r for r in args.rules.split(",") if r], gpus=args.gpus,
-                            progress=True)
+                            per_gpu=args.per_gpu, progress=True)
     for m in mismatches:
         print(m)
     print(f"{len(mismatches)} mismatch(es); runs and reports in {args.out}/run_*/")

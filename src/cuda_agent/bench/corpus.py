@@ -82,7 +82,7 @@ def compare(expected: dict[str, dict], staged: Staged, rules: str, verdicts: dic
 
 
 def run_corpus(corpus: Path, out: Path, rule_sets=None, gpus: str = "all", build_jobs: int | None = None,
-               progress: bool = False, cache_dir: Path | None = None) -> list[Mismatch]:
+               progress: bool = False, cache_dir: Path | None = None, per_gpu: int = 1) -> list[Mismatch]:
     """Bench the corpus once per rule set and return every verdict that differs from the table.
     Run directories are fresh each time (a resume would skip finished attempts)."""
     from ..sandbox import SandboxConfig
@@ -100,7 +100,7 @@ def run_corpus(corpus: Path, out: Path, rule_sets=None, gpus: str = "all", build
             shutil.rmtree(run_dir)
         extra = {"build_jobs": build_jobs} if build_jobs else {}
         config = BenchConfig(kernelbench=staged.kernelbench, out=run_dir, levels=(1,), solutions=staged.solutions,
-                             gpus=gpus, progress=progress, sandbox=SandboxConfig(rules=rules, spare_workers=2,
+                             gpus=gpus, per_gpu=per_gpu, progress=progress, sandbox=SandboxConfig(rules=rules, spare_workers=2,
                                                                    **({"cache_dir": cache_dir} if cache_dir else {})),
                              argv=["rules_corpus", "--rules", rules], **extra)
         Bench(config).run()
