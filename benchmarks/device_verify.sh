@@ -107,7 +107,7 @@ case "$stage" in
     tail -8 "$OUT/rules_corpus.log"
     for r in /tmp/rules_corpus/run_*; do
       python3 -c "import sys,collections; from cuda_agent.bench.report import load; \
-        print(sys.argv[1], dict(collections.Counter(r.verdict for r in load(sys.argv[1]).results)))" "$r"
+        print(sys.argv[1], dict(collections.Counter(r.verdict.get('verdict') for r in load(sys.argv[1]).results)))" "$r"
     done
     cp /tmp/rules_corpus/mismatches.txt "$OUT/" 2>/dev/null
     tar -czf "$OUT/rules_corpus_runs.tar.gz" -C /tmp/rules_corpus --exclude='*.so' --exclude='cache' . 2>/dev/null
