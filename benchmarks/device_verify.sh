@@ -140,11 +140,16 @@ case "$stage" in
       > "$OUT/roofline_gpu.log" 2>&1
     grep -E "roofline=|bandwidth=|(PASSED|FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/roofline_gpu.log" | tail -40 ;;
   roofline-levels)
-    timeout -s INT 520 cuda-agent bench --kernelbench third_party/KernelBench/KernelBench --levels 1,2,3 --calibrate \
+    # resumes on a fresh machine too: the run directory travels back as $OUT/roofline_levels.tar.gz; put it at
+    # third_party/roofline_levels.tar.gz and carry it (LEVELS_TIMEOUT=S caps the bench, default 520 s)
+    [ -d /tmp/roofline_levels ] || [ ! -f third_party/roofline_levels.tar.gz ] || \
+      { mkdir -p /tmp/roofline_levels && tar -xzf third_party/roofline_levels.tar.gz -C /tmp/roofline_levels; }
+    timeout -s INT "${LEVELS_TIMEOUT:-520}" cuda-agent bench --kernelbench third_party/KernelBench/KernelBench --levels 1,2,3 --calibrate \
       --out /tmp/roofline_levels --no-progress > "$OUT/roofline_levels.log" 2>&1
     tail -5 "$OUT/roofline_levels.log"
     cuda-agent report /tmp/roofline_levels --out /tmp/roofline_levels/report > "$OUT/report_cmd.log" 2>&1
     cp /tmp/roofline_levels/report/{report.md,tasks.md,summary.json,roofline.png} "$OUT/" 2>/dev/null
+    tar -czf "$OUT/roofline_levels.tar.gz" -C /tmp/roofline_levels --exclude=report --exclude='*.so' .
     sed -n '/## Fraction of the roofline bound/,/## Definitions/p' /tmp/roofline_levels/report/report.md | head -60 ;;
   placement)
     for i in 1 2 3; do timeout 150 python3 benchmarks/probe/placement.py --out "$OUT/placement_$i.json" \
