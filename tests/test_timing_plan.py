@@ -350,3 +350,19 @@ def test_each_output_leaf_is_moved_to_the_checksum_device():
     ck = timing.OutputChecksum(2, torch.device("cpu"))
     assert ck(out).tolist() == [float(torch.dot(torch.arange(3.0).double() + 1, ck.weights(3))), 14.0]
     assert _Output.targets == [torch.device("cpu")]
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 30])
+def test_a_checksum_over_chunks_equals_the_whole_output_s_and_keeps_long_weights_as_int8(monkeypatch, n):
+    """An output longer than one chunk: the same two sums (integers: exact in float64), its weights kept as
+    int8 signs, never a float64 copy of the whole output or of its weights (KernelBench L1_19: 6 GiB)."""
+    monkeypatch.setattr(timing.OutputChecksum, "CHUNK", 8)
+    ck = timing.OutputChecksum(4, torch.device("cpu"))
+    out = (torch.arange(n, dtype=torch.float32) - 3).reshape(-1, 1)
+    w = ck.weights(n)
+    assert w.dtype == torch.float64 and set(w.tolist()) <= {-1.0, 1.0}
+    v = out.reshape(-1).double()
+    assert ck(out).tolist() == [float(torch.dot(v, w)), float(torch.dot(v, v))]
+    assert ck._weights[n].dtype == (torch.int8 if n > 8 else torch.float64)
+    monkeypatch.setattr(timing.OutputChecksum, "CHUNK", 1 << 24)
+    assert torch.equal(timing.OutputChecksum(4, torch.device("cpu")).weights(n), w)  # chunking changes no weight

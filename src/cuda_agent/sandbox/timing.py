@@ -90,27 +90,49 @@ class OutputChecksum:
     """Two numbers per output, computed on the GPU without synchronizing: the dot product of
     the flattened output with random +-1 weights (seeded; both workers draw the same ones),
     and its squared L2 norm. Outputs of different inputs differ in the first by about their
-    norm; correct outputs by about the comparison tolerance times it."""
+    norm; correct outputs by about the comparison tolerance times it.
+
+    Memory stays a small fraction of the output's: the sums run over chunks of ``CHUNK`` elements in
+    float64, and the weights of an output longer than one chunk are kept as int8 signs (1 byte an element,
+    not 8). A float64 copy of a whole 6 GiB output and its float64 weights took 24 GiB and ran a reference
+    out of memory on an 80 GB GPU (KernelBench L1_19)."""
+
+    CHUNK = 1 << 24  # elements: a float64 chunk is 128 MiB
 
     def __init__(self, seed: int, device: torch.device):
         self.seed, self.device = seed, device
         self._weights: dict[int, torch.Tensor] = {}
 
-    def weights(self, n: int) -> torch.Tensor:
+    def _draw(self, n: int) -> torch.Tensor:
+        """The ``n`` weights as int8 0/1 (a weight is 2 x this - 1), drawn from the seed and ``n``."""
+        g = torch.Generator(device=self.device)
+        g.manual_seed((self.seed * 1_000_003 + n) % (1 << 62))
+        return torch.randint(0, 2, (n,), generator=g, device=self.device, dtype=torch.int8)
+
+    def _kept(self, n: int) -> torch.Tensor:
         w = self._weights.get(n)
         if w is None:
-            g = torch.Generator(device=self.device)
-            g.manual_seed((self.seed * 1_000_003 + n) % (1 << 62))
-            w = torch.randint(0, 2, (n,), generator=g, device=self.device, dtype=torch.int8).double() * 2 - 1
+            bits = self._draw(n)
+            w = bits.double() * 2 - 1 if n <= self.CHUNK else bits
             self._weights[n] = w
         return w
+
+    def weights(self, n: int) -> torch.Tensor:
+        """All ``n`` weights, +-1 in float64."""
+        w = self._kept(n)
+        return w if w.dtype == torch.float64 else w.double() * 2 - 1
 
     def __call__(self, out) -> torch.Tensor:
         acc = torch.zeros(2, dtype=torch.float64, device=self.device)
         for leaf in (x for x in leaves(out) if isinstance(x, torch.Tensor)):
-            v = leaf.detach().reshape(-1).to(self.device, torch.float64)
-            acc[0] += torch.dot(v, self.weights(v.numel()))
-            acc[1] += torch.dot(v, v)
+            flat = leaf.detach().reshape(-1)
+            n = flat.numel()
+            w = self._kept(n)
+            for i in range(0, n, self.CHUNK):
+                v = flat[i:i + self.CHUNK].to(self.device, torch.float64)
+                wi = w[i:i + self.CHUNK]
+                acc[0] += torch.dot(v, wi if wi.dtype == torch.float64 else wi.double() * 2 - 1)
+                acc[1] += torch.dot(v, v)
         return acc
 
 
