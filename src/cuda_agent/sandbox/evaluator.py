@@ -41,6 +41,7 @@ from .config import SandboxConfig
 from .gpu import GpuLock, gpu_memory_bytes, no_gpu_reason, rehearsal
 from .logs import trim_traceback
 from .memory import peak_rss_mb, reset_peak_rss
+from .share import WEIGHTS
 from .process import (MAX_UNTRUSTED_REPLY, BadReply, ReplyTooLong, WorkerDied, WorkerError, WorkerOverMemory,
                       WorkerProcess, WorkerTimeout, start_worker)
 from .reward import paper_reward
@@ -119,6 +120,7 @@ class _Evaluation:
         self.out_bytes: list[int] | None = None  # sizes of the reference's output leaves (poisoned allocations)
         self.set_bytes: int | None = None  # bytes of one input set, as drawn
         self.work: dict | None = None  # the reference's FLOPs (roofline.Work), from its worker
+        self.param_bytes = 0  # the bytes of the reference Model's state_dict
         self.measured_gbs: float | None = None  # the copy bandwidth measured on this GPU (roofline)
         self.jail = candidate_jail(config)  # how the candidate's worker is confined (None: unconfined)
         self.oom_kills = memory.oom_kills()  # the host's count, to tell the OOM killer's SIGKILL from others
@@ -158,9 +160,9 @@ class _Evaluation:
             if ref_info is None:
                 return
             v.gpu, v.torch_version = ref_info["gpu"], ref_info["torch"]
-            # the weights reach the candidate through the host (a few copies)
-            weights = sum(t.numel() * t.element_size() for t in (ref_info.get("state_dict") or {}).values())
-            restrain_candidate(self.cand, cfg, extra_mb=3 * weights / 2**20)
+            # the weights reach the candidate on the GPU; its ModelNew is built on the host first, as in KernelBench
+            self.param_bytes = ref_info.get("param_bytes") or 0
+            restrain_candidate(self.cand, cfg, extra_mb=3 * self.param_bytes / 2**20)
             v.precision["baseline"] = ref_info["precision"]
             v.timing["footprint"] = ref_info.get("footprint")
             self.work = ref_info.get("work")
@@ -176,6 +178,7 @@ class _Evaluation:
                 cfg.run_timeout_s))
             if cand_info is None:
                 return
+            self._drop([WEIGHTS])  # the candidate has its own copy of the weights now
             v.precision["candidate"] = cand_info["precision"]
             self._mark("candidate_setup")
             if not self._integrity_ok(cand_info, "while importing and preparing ModelNew"):
@@ -191,7 +194,7 @@ class _Evaluation:
                 v.timing["gpu_exclusive_s"] = round(self.lock.exclusive_s, 3)
                 v.timing["gpu_lock_intervals"] = self.lock.intervals
                 v.timing["gpu_uuid"] = self.lock.key
-            self._roofline(ref_info["state_dict"])
+            self._roofline()
         finally:
             self._over_memory()
             self._memory_figures()
@@ -614,7 +617,7 @@ class _Evaluation:
             self.store.put_bandwidth(v.gpu, v.torch_version, r["gbs"], r)
         return True
 
-    def _roofline(self, state_dict: dict) -> None:
+    def _roofline(self) -> None:
         """The verdict's roofline block: the task's minimal bytes and FLOPs, the bound they imply on this
         GPU, and the fraction of it the candidate (when correct), eager and compile reach."""
         v = self.v
@@ -622,7 +625,7 @@ class _Evaluation:
             return
         r = roofline.assess(gpu_name=v.gpu, precision=self.config.precision,
                             work=roofline.Work.from_dict(self.work) if self.work else None,
-                            input_bytes=self.set_bytes, param_bytes=trial_inputs.nbytes(state_dict),
+                            input_bytes=self.set_bytes, param_bytes=self.param_bytes,
                             output_bytes=sum(self.out_bytes or []), measured_gbs=self.measured_gbs,
                             ms=v.ms if v.ok else None, eager_ms=v.eager_ms, compile_ms=v.compile_ms)
         v.roofline = r.to_dict()

@@ -19,6 +19,9 @@ import contextlib
 import torch
 from torch.multiprocessing.reductions import rebuild_cuda_tensor, reduce_tensor  # module level: in the snapshot
 
+WEIGHTS = "weights"
+"""The key of the reference's shared copy of its Model's state_dict, kept until the candidate has loaded it."""
+
 _DTYPES = {str(d).removeprefix("torch."): d for d in vars(torch).values() if isinstance(d, torch.dtype)}
 
 

@@ -158,13 +158,13 @@ class Worker:
                     return info
                 info["work"] = roofline.count_work(task, msg["init_inputs"]).to_dict()
                 self.count_on_trial = info["work"]["error"] is not None
-            torch.manual_seed(msg["seed"])
-            model = task.Model(*msg["init_inputs"])
-            if self.role == "reference":
-                info["state_dict"] = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+            self.model = _construct(task.Model, msg["init_inputs"], msg["seed"], self.device)
+            if self.role == "reference":  # the weights travel to the candidate on the GPU, as the inputs do
+                weights = self.model.state_dict()
+                info["param_bytes"] = nbytes(list(weights.values()))
+                info["state_dict"] = dict(zip(weights, self.exporter.share(share.WEIGHTS, list(weights.values()))))
             else:
-                model.load_state_dict(msg["state_dict"])
-            self.model = model.to(self.device)
+                self.model.load_state_dict(_opened(msg["state_dict"]))
             return info
         # candidate: snapshot the harness first, then import the candidate
         guards.settle_harness(self.device)
@@ -188,11 +188,11 @@ class Worker:
         if cls is None:
             raise RuntimeError(f"{os.path.basename(sol['model_file'])} defines no ModelNew")
         torch.manual_seed(msg["seed"])
-        model = cls(*msg["init_inputs"])
+        model = cls(*msg["init_inputs"])  # on the CPU, then moved, as KernelBench does
         if not isinstance(model, torch.nn.Module):
             raise TypeError("ModelNew must be a torch.nn.Module")
         try:
-            model.load_state_dict(msg["state_dict"])
+            model.load_state_dict(_opened(msg["state_dict"]))
         except RuntimeError as e:
             raise RuntimeError("ModelNew must accept load_state_dict(Model(...).state_dict()): "
                                + str(e).split("\n\t", 1)[-1][:1500]) from None
@@ -445,6 +445,26 @@ def _same_values(a: list, b: list) -> bool:
 
 def _is_cuda_fault(e: BaseException) -> bool:
     return isinstance(e, getattr(torch, "AcceleratorError", ())) or "CUDA error" in str(e)
+
+
+def _construct(cls, init_inputs: list, seed: int, device: torch.device) -> torch.nn.Module:
+    """The task's ``Model(*init_inputs)`` on ``device``: made there (torch's default device for the call),
+    so that its weights are initialised on the GPU and never held on the host; a constructor that fails
+    that way (one mixing its own CPU tensors in, say) is run again on the CPU. Only trusted code is built
+    here: the reference, and the task's own Model as a calibration's candidate."""
+    torch.manual_seed(seed)
+    if device.type == "cuda":
+        try:
+            with torch.device(device):
+                return cls(*init_inputs).to(device)
+        except Exception:  # noqa: BLE001 - built again below, the way KernelBench builds it
+            torch.manual_seed(seed)
+    return cls(*init_inputs).to(device)
+
+
+def _opened(state_dict: dict) -> dict:
+    """The reference's state_dict from its shared descriptors (views of its shared copy, on the GPU)."""
+    return {k: share.open_tree(d) for k, d in state_dict.items()}
 
 
 def _exec_task(source: str, origin: str):
