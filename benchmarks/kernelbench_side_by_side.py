@@ -94,7 +94,7 @@ def cuda_agent(task: Path, cache: Path) -> dict:
     return {"wall_s": round(wall, 2), "verdict": v.get("verdict"), "speedup_vs_eager": v.get("speedup_vs_eager"),
             "eval_s": v.get("eval_s"), "gpu_phase_s": (t.get("phases_s") or {}).get("gpu_phase"),
             "peak_rss_mb": t.get("peak_host_rss_mb"), "peak_gpu_mb": t.get("peak_gpu_mb"),
-            "footprint": t.get("footprint"), "reasons": v.get("reasons", [])[:2]}
+            "footprint": t.get("footprint"), "memory": t.get("memory"), "phases_s": t.get("phases_s"), "reasons": v.get("reasons", [])[:2]}
 
 
 def main() -> None:
@@ -102,13 +102,16 @@ def main() -> None:
     ap.add_argument("--kernelbench", type=Path, required=True, help="KernelBench's KernelBench/ folder")
     ap.add_argument("--tasks", default="1/19,1/47,1/3,1/40,2/1,3/1", help="level/problem-id pairs")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--no-in-process", action="store_true",
+                    help="cuda-agent's figures only (no ratio): to check a change to cuda-agent against an earlier run")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.mkdtemp(prefix="ca_sbs_")))
     args = ap.parse_args()
     rows = []
     for spec in args.tasks.split(","):
         level, pid = spec.split("/")
         task = next((args.kernelbench / f"level{level}").glob(f"{pid}_*.py"))
-        row = {"task": f"L{level}_{task.stem}", "in_process": in_process(task), "cuda_agent": cuda_agent(task, args.cache)}
+        row = {"task": f"L{level}_{task.stem}", "in_process": {} if args.no_in_process else in_process(task),
+               "cuda_agent": cuda_agent(task, args.cache)}
         a, b = row["in_process"].get("wall_s"), row["cuda_agent"].get("wall_s")
         row["ratio"] = round(b / a, 3) if a and b and "error" not in row["in_process"] else None
         rows.append(row)

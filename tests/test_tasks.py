@@ -170,3 +170,19 @@ def test_iter_kernelbench_missing_level_is_a_task_error(tmp_path):
 def test_iter_kernelbench_on_a_missing_directory(tmp_path):
     with pytest.raises(TaskError, match="not a KernelBench directory"):
         list(iter_kernelbench(tmp_path / "missing"))
+
+
+def test_checking_a_task_does_not_make_its_inputs_on_the_host(tmp_path):
+    """KernelBench's Level-1 inputs are up to 16 GiB: load_task checks their shapes and devices without
+    making them. A 4 TiB input set loads in an instant; the evaluation makes its inputs on the GPU."""
+    path = write(tmp_path, "huge.py", good("torch.rand(1 << 40)"))
+    assert load_task(path).name == "huge"
+
+
+def test_a_task_whose_inputs_need_real_values_is_checked_as_written(tmp_path):
+    """get_inputs() that reads a value (.item()) cannot run on fake tensors: it is run as written."""
+    path = write(tmp_path, "item.py", good("torch.randn(int(torch.randint(2, 5, (1,)).item()), 8)"))
+    assert load_task(path).name == "item"
+    bad = write(tmp_path, "bad_item.py", good("torch.randn(4, 8).cuda() if torch.zeros(1).item() else 3"))
+    with pytest.raises(TaskError, match=r"get_inputs\(\)\[0\] is a int"):
+        load_task(bad)

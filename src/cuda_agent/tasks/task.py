@@ -109,7 +109,7 @@ def validate_task(task: Task) -> ModuleType:
             raise TaskError(f"{task.origin}: {fn_name} must be a function")
     try:
         init_inputs = module.get_init_inputs()
-        inputs = module.get_inputs()
+        inputs = _shapes_of_inputs(module)
     except Exception as e:
         raise TaskError(f"{task.origin}: calling get_inputs/get_init_inputs failed: "
                         f"{type(e).__name__}: {e}") from None
@@ -124,6 +124,20 @@ def validate_task(task: Task) -> ModuleType:
             raise TaskError(f"{task.origin}: get_inputs()[{i}] is on {x.device}; "
                             "tasks create inputs on the CPU and the harness moves them")
     return module
+
+
+def _shapes_of_inputs(module: ModuleType) -> list:
+    """``get_inputs()`` run under torch's fake tensors: each tensor has its shape, dtype and device but no
+    memory, so that checking a task does not make its inputs on the host (KernelBench L1_47's are 8 GiB: about
+    10 s and 8 GiB of RSS each time). A task whose ``get_inputs()`` needs real values (``.item()``,
+    data-dependent indexing) is run again as written."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    try:
+        with FakeTensorMode():
+            return module.get_inputs()
+    except Exception:  # noqa: BLE001 - run as written below; its own error, if any, is the one reported
+        return module.get_inputs()
 
 
 def load_task(path: str | Path, name: str | None = None, validate: bool = True) -> Task:
