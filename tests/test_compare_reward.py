@@ -8,6 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from cuda_agent.sandbox.compare import compare  # noqa: E402
+from cuda_agent.sandbox import compare as compare_module  # noqa: E402
 from cuda_agent.sandbox.reward import REWARDS, log_speedup_reward, paper_reward, reward, speedup_reward  # noqa: E402
 from cuda_agent.sandbox.verdict import CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR, VERDICTS, Verdict  # noqa: E402
 
@@ -239,3 +240,34 @@ def test_an_episodes_outcome_reward_leaves_out_an_episode_that_ended_on_a_harnes
     assert outcome_reward(None, {"verdict": "incorrect"}) == -1.0
     assert outcome_reward(None, None) == -1.0  # never verified
     assert outcome_reward(best, None, "speedup") == 2.0
+
+
+def _chunk_cases():
+    torch.manual_seed(0)
+    w = torch.randn(37, 3)
+    nan_late, inf_both = w.clone(), w.clone()
+    nan_late[-1, -1] = float("nan")
+    inf_both[20, 1] = float("inf")
+    return {
+        "close": (w + 1e-6 * torch.randn(37, 3), w),
+        "downgrade-sized": (w + 2e-3 * torch.randn(37, 3), w),
+        "wrong": (w * 1.1, w),
+        "nan only in the output's last chunk": (nan_late, w),
+        "inf at the same place": (inf_both + 1e-7, inf_both),
+        "inf missing": (w, inf_both),
+        "all-zero reference": (torch.full((37, 3), 1e-9), torch.zeros(37, 3)),
+        "non-contiguous": (w.t().contiguous().t() * (1 + 1e-6), w),
+    }
+
+
+@pytest.mark.parametrize("case", list(_chunk_cases()))
+def test_a_comparison_over_chunks_gives_the_whole_tensor_s_verdict_and_figures(monkeypatch, case):
+    """compare() runs over chunks of CHUNK elements (a 6 GiB output's temporaries ran out of GPU memory):
+    chunks of 4 elements (the last one partial) give what one chunk gives, to float64 rounding."""
+    g, w = _chunk_cases()[case]
+    whole = compare(g, w)
+    monkeypatch.setattr(compare_module, "CHUNK", 4)
+    chunked = compare(g, w)
+    assert (chunked.ok, chunked.problem, chunked.allclose_1e2) == (whole.ok, whole.problem, whole.allclose_1e2)
+    assert chunked.max_abs_err == whole.max_abs_err
+    assert chunked.rel_err == pytest.approx(whole.rel_err, rel=1e-12, abs=0)
