@@ -257,6 +257,11 @@ def _chunk_cases():
         "inf missing": (w, inf_both),
         "all-zero reference": (torch.full((37, 3), 1e-9), torch.zeros(37, 3)),
         "non-contiguous": (w.t().contiguous().t() * (1 + 1e-6), w),
+        "float64 past 1e154, 9 elements": (torch.tensor([1e200, -2e200, 3.0] * 3, dtype=torch.float64) * 2,
+                                           torch.tensor([1e200, -2e200, 3.0] * 3, dtype=torch.float64)),
+        "float64, exactly two chunks": (torch.arange(8, dtype=torch.float64) + 1e-9, torch.arange(8, dtype=torch.float64)),
+        "empty": (torch.empty(0, 3), torch.empty(0, 3)),
+        "fp16": (w.half() + 1e-3, w.half()),
     }
 
 

@@ -26,7 +26,6 @@ from .evaluator import (candidate_jail, candidate_setup, reference_setup, restra
                         traced_calls, worker_env)
 from .gpu import gpu_lock, no_gpu_reason
 from .process import WorkerDied, WorkerError, WorkerProcess, WorkerTimeout, start_worker
-from .share import WEIGHTS
 from .solution import Solution
 
 NCU_METRICS = ("gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,"
@@ -115,7 +114,8 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
         cand_msg = candidate_setup(task, solution, built, dataclasses.replace(config, strict=True, calibrate=False),
                                    seed, init_inputs, setup["state_dict"], cand)
         cand.request(cand_msg, config.run_timeout_s)
-        ref.request({"op": "drop", "keys": [WEIGHTS]}, config.run_timeout_s)  # the candidate has its own copy
+        # the reference keeps its shared weights (share.WEIGHTS) for the profile's life: the ncu run below
+        # starts another candidate worker from the same cand_msg, whose descriptors must still open them
         # two input sets drawn by the reference worker on the GPU; the candidate's workers get shared copies
         timing["inputs"] = ref.request({"op": "rotation", "seeds": [seed, seed + 1]}, config.run_timeout_s)["sets"]
         with gpu_lock(config.cache_dir, config.device):

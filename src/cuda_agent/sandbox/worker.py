@@ -456,10 +456,21 @@ def _construct(cls, init_inputs: list, seed: int, device: torch.device) -> torch
     if device.type == "cuda":
         try:
             with torch.device(device):
-                return cls(*init_inputs).to(device)
+                model = cls(*init_inputs).to(device)
+            if not _state_outside_dict(model):
+                return model
+            del model  # its other tensors would differ from a ModelNew's, which is built on the CPU
         except Exception:  # noqa: BLE001 - built again below, the way KernelBench builds it
-            torch.manual_seed(seed)
+            pass
+        torch.manual_seed(seed)
     return cls(*init_inputs).to(device)
+
+
+def _state_outside_dict(model: torch.nn.Module) -> bool:
+    """Does ``model`` hold tensors its state_dict does not carry (non-persistent buffers, plain tensor
+    attributes)? The candidate cannot receive those, so they must come from the same CPU generator as its own."""
+    return any(m._non_persistent_buffers_set or any(isinstance(v, torch.Tensor) for v in vars(m).values())
+               for m in model.modules())
 
 
 def _opened(state_dict: dict) -> dict:
