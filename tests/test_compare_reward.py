@@ -276,3 +276,17 @@ def test_a_comparison_over_chunks_gives_the_whole_tensor_s_verdict_and_figures(m
     assert (chunked.ok, chunked.problem, chunked.allclose_1e2) == (whole.ok, whole.problem, whole.allclose_1e2)
     assert chunked.max_abs_err == whole.max_abs_err
     assert chunked.rel_err == pytest.approx(whole.rel_err, rel=1e-12, abs=0)
+
+
+def test_a_float64_reference_above_1e154_still_tells_a_wrong_output_from_a_right_one():
+    """Its sum of squares overflows: the norm came out inf, rel = inf / inf = NaN, and any output passed."""
+    w = torch.tensor([1e200, -2e200, 3.0] * 3, dtype=torch.float64)
+    assert not compare(w * 2, w).ok
+    assert compare(w * (1 + 1e-12), w).ok
+
+
+def test_complex_outputs_are_judged_on_both_parts():
+    w = torch.complex(torch.randn(16), torch.randn(16))
+    assert compare(w.clone(), w).ok
+    assert not compare(torch.complex(w.real, -w.imag), w).ok  # the conjugate: same real part
+    assert compare(w.conj(), w.conj().resolve_conj()).ok  # a lazily conjugated output is read as its values

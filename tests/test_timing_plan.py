@@ -366,3 +366,10 @@ def test_a_checksum_over_chunks_equals_the_whole_output_s_and_keeps_long_weights
     assert ck._weights[n].dtype == (torch.int8 if n > 8 else torch.float64)
     monkeypatch.setattr(timing.OutputChecksum, "CHUNK", 1 << 24)
     assert torch.equal(timing.OutputChecksum(4, torch.device("cpu")).weights(n), w)  # chunking changes no weight
+
+
+def test_the_checksum_of_a_complex_output_covers_its_imaginary_part():
+    ck = timing.OutputChecksum(6, torch.device("cpu"))
+    z = torch.complex(torch.arange(5.0), torch.arange(5.0) + 1)
+    assert ck(z).tolist() != ck(torch.complex(z.real, -z.imag)).tolist()
+    assert ck(z).tolist() == ck(torch.view_as_real(z)).tolist()

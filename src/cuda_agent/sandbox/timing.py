@@ -125,6 +125,8 @@ class OutputChecksum:
     def __call__(self, out) -> torch.Tensor:
         acc = torch.zeros(2, dtype=torch.float64, device=self.device)
         for leaf in (x for x in leaves(out) if isinstance(x, torch.Tensor)):
+            if leaf.is_complex():  # both parts: a cast to float64 would drop the imaginary one
+                leaf = torch.view_as_real(leaf.detach().resolve_conj())
             flat = leaf.detach().reshape(-1)
             n = flat.numel()
             w = self._kept(n)
