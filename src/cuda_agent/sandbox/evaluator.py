@@ -41,10 +41,10 @@ from .config import SandboxConfig
 from .gpu import GpuLock, gpu_memory_bytes, no_gpu_reason, rehearsal
 from .logs import trim_traceback
 from .memory import peak_rss_mb, reset_peak_rss
-from .share import WEIGHTS
 from .process import (MAX_UNTRUSTED_REPLY, BadReply, ReplyTooLong, WorkerDied, WorkerError, WorkerOverMemory,
                       WorkerProcess, WorkerTimeout, start_worker)
 from .reward import paper_reward
+from .share import WEIGHTS
 from .solution import REFERENCE, Solution, SolutionError, reference_solution
 from .static import BROKEN, KERNELBENCH, NO_MODEL_NEW, check_solution, rejecting
 from .verdict import COMPILE_ERROR, CORRECT, HARNESS_ERROR, INCORRECT, REJECTED, RUNTIME_ERROR, TIMEOUT, Verdict
