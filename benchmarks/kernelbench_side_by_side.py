@@ -94,7 +94,8 @@ def cuda_agent(task: Path, cache: Path) -> dict:
     return {"wall_s": round(wall, 2), "verdict": v.get("verdict"), "speedup_vs_eager": v.get("speedup_vs_eager"),
             "eval_s": v.get("eval_s"), "gpu_phase_s": (t.get("phases_s") or {}).get("gpu_phase"),
             "peak_rss_mb": t.get("peak_host_rss_mb"), "peak_gpu_mb": t.get("peak_gpu_mb"),
-            "footprint": t.get("footprint"), "memory": t.get("memory"), "phases_s": t.get("phases_s"), "reasons": v.get("reasons", [])[:2]}
+            "footprint": t.get("footprint"), "memory": t.get("memory"), "phases_s": t.get("phases_s"),
+            "reasons": v.get("reasons", [])[:2]}
 
 
 def main() -> None:

@@ -113,29 +113,32 @@ class OutputChecksum:
         w = self._weights.get(n)
         if w is None:
             bits = self._draw(n)
-            w = bits.double() * 2 - 1 if n <= self.CHUNK else bits
+            w = _plus_minus_one(bits) if n <= self.CHUNK else bits
             self._weights[n] = w
         return w
 
     def weights(self, n: int) -> torch.Tensor:
         """All ``n`` weights, +-1 in float64."""
-        w = self._kept(n)
-        return w if w.dtype == torch.float64 else w.double() * 2 - 1
+        return _plus_minus_one(self._kept(n))
 
     def __call__(self, out) -> torch.Tensor:
         acc = torch.zeros(2, dtype=torch.float64, device=self.device)
         for leaf in (x for x in leaves(out) if isinstance(x, torch.Tensor)):
             if leaf.is_complex():  # both parts: a cast to float64 would drop the imaginary one
-                leaf = torch.view_as_real(leaf.detach().resolve_conj())
+                leaf = torch.view_as_real(leaf.resolve_conj())
             flat = leaf.detach().reshape(-1)
             n = flat.numel()
             w = self._kept(n)
             for i in range(0, n, self.CHUNK):
                 v = flat[i:i + self.CHUNK].to(self.device, torch.float64)
-                wi = w[i:i + self.CHUNK]
-                acc[0] += torch.dot(v, wi if wi.dtype == torch.float64 else wi.double() * 2 - 1)
+                acc[0] += torch.dot(v, _plus_minus_one(w[i:i + self.CHUNK]))
                 acc[1] += torch.dot(v, v)
         return acc
+
+
+def _plus_minus_one(w: torch.Tensor) -> torch.Tensor:
+    """Checksum weights as +-1 in float64: kept int8 0/1 signs are converted, float64 weights are as they are."""
+    return w if w.dtype == torch.float64 else w.double() * 2 - 1
 
 
 def leaves(obj):
