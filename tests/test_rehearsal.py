@@ -4,7 +4,11 @@ baselines, timing with the timed-output checksums, re-check and verdict. Timings
 what is tested is the choreography and the dynamic defenses. The GPU suite (tests/gpu) is the real thing.
 """
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -467,3 +471,33 @@ def test_flops_the_meta_device_cannot_count_are_counted_on_the_reference_run(reh
     assert r["flops_counted_on"] == "reference run" and r["flops"] == 2 * 16 * 64 * 32
     assert r["param_bytes"] == (64 * 32 + 32) * 4 and r["input_bytes"] == 16 * 64 * 4
     assert {"aten.abs", "aten.sum", "aten.mul"} <= set(r["uncounted_ops"]) and not r["flops_counted"]
+
+
+def test_the_cli_starts_both_workers_before_it_loads_the_task(tmp_path):
+    """``cuda-agent eval`` starts the reference's and the candidate's workers first thing (process.prestart),
+    and the evaluation takes those two rather than starting its own; each says where its setup went."""
+    env = dict(os.environ, CUDA_AGENT_CACHE=str(tmp_path / "cache"), CUDA_AGENT_REHEARSAL="cpu")
+    r = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "eval", str(TASK), str(HONEST), "--json",
+                        "--trials", "1"], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    v = json.loads(r.stdout)
+    assert v["verdict"] == "correct", (v["reasons"], v["log"])
+    ref, cand = v["timing"]["workers"]["reference"], v["timing"]["workers"]["candidate"]
+    assert ref["from_pool"] and cand["from_pool"], v["timing"]["workers"]
+    assert ref["boot_s"] > 0 and ref["waited_s"] >= 0 and cand["boot_s"] > 0
+    assert {"cuda", "gap", "task", "footprint", "flops", "model", "weights"} <= set(ref["steps_s"])
+    assert {"cuda", "gap", "harness", "import", "model"} <= set(cand["steps_s"])
+
+
+def test_a_variable_torch_writes_itself_does_not_reach_the_workers(monkeypatch):
+    """Inductor writes its default cache directory into the environment when it is imported: a worker started
+    before that (process.prestart) must match the one asked for after, and a confined worker works out its own."""
+    from cuda_agent.sandbox import process
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    cfg = SandboxConfig()
+    before = process.worker_env(cfg)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/tmp/torchinductor_test")
+    assert process.worker_env(cfg) == before and "TORCHINDUCTOR_CACHE_DIR" not in before
+    monkeypatch.setattr(process, "_SET_BY_USER", frozenset({"TORCHINDUCTOR_CACHE_DIR"}))  # the user's own choice
+    assert process.worker_env(cfg)["TORCHINDUCTOR_CACHE_DIR"] == "/tmp/torchinductor_test"

@@ -15,11 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..sandbox import REWARDS, Solution, Verdict, evaluate
+from ..sandbox import REWARDS, Solution, Verdict
 from ..tasks import Task
 from .config import AgentConfig
 from .tools import Tool, ToolResult, load_tool, validate_args
 from .workspace import Workspace
+
+
+def evaluate(task: Task, solution: Solution, config) -> Verdict:
+    """``sandbox.evaluate``, imported when a candidate is first judged: it brings torch, which a command
+    that never judges (``cuda-agent --help``) should not wait for."""
+    from ..sandbox import evaluate as sandbox_evaluate
+
+    return sandbox_evaluate(task, solution, config)
 
 
 @dataclass

@@ -35,14 +35,14 @@ from . import confine, memory
 from . import inputs as trial_inputs
 from . import roofline
 from .baselines import Baseline, BaselineStore
-from .build import BuildResult, build, inline_env, resolve_arch, stage_solution
+from .build import BuildResult, build, stage_solution
 from .compare import Comparison, is_precision_downgrade
 from .config import SandboxConfig
 from .gpu import GpuLock, gpu_memory_bytes, no_gpu_reason, rehearsal
 from .logs import trim_traceback
 from .memory import peak_rss_mb, reset_peak_rss
 from .process import (MAX_UNTRUSTED_REPLY, BadReply, ReplyTooLong, WorkerDied, WorkerError, WorkerOverMemory,
-                      WorkerProcess, WorkerTimeout, start_worker)
+                      WorkerProcess, WorkerTimeout, candidate_jail, start_worker, worker_env)
 from .reward import paper_reward
 from .share import WEIGHTS
 from .solution import REFERENCE, Solution, SolutionError, reference_solution
@@ -140,13 +140,14 @@ class _Evaluation:
             if self._build() is not None:
                 raise NoGpuError(reason)
             return
-        module = validate_task(self.task)
-        init_inputs = list(module.get_init_inputs())
         env = worker_env(cfg)
         try:
             self.ref_env = env
-            self.ref_setup = reference_setup(self.task, cfg, self.seed, init_inputs)
+            # first, so that its interpreter, torch and CUDA start while the task is checked and the build runs
             self.ref = start_worker(env, "reference", cfg.spare_workers)
+            module = validate_task(self.task)
+            init_inputs = list(module.get_init_inputs())
+            self.ref_setup = reference_setup(self.task, cfg, self.seed, init_inputs)
             self.ref.send(self.ref_setup)
             built = self._build()
             if built is None:
@@ -160,6 +161,7 @@ class _Evaluation:
             if ref_info is None:
                 return
             v.gpu, v.torch_version = ref_info["gpu"], ref_info["torch"]
+            self._started("reference", self.ref, ref_info)
             # the weights reach the candidate on the GPU; its ModelNew is built on the host first, as in KernelBench
             self.param_bytes = ref_info.get("param_bytes") or 0
             restrain_candidate(self.cand, cfg, extra_mb=3 * self.param_bytes / 2**20)
@@ -180,6 +182,7 @@ class _Evaluation:
                 return
             self._drop([WEIGHTS])  # the candidate has its own copy of the weights now
             v.precision["candidate"] = cand_info["precision"]
+            self._started("candidate", self.cand, cand_info)
             self._mark("candidate_setup")
             if not self._integrity_ok(cand_info, "while importing and preparing ModelNew"):
                 return
@@ -218,6 +221,20 @@ class _Evaluation:
         self.v.timing["peak_host_rss_mb"] = round(sum(rss), 1)  # an upper bound: the peaks need not coincide
         if gpu:
             self.v.timing["peak_gpu_mb"] = round(sum(gpu), 1)
+
+    def _started(self, role: str, worker: WorkerProcess, info: dict) -> None:
+        """How the worker's start and setup went (seconds), under timing["workers"]: where a setup phase's
+        time goes. The candidate's figures come from its own process: diagnostics, never part of a verdict."""
+        started = info.get("started") if isinstance(info.get("started"), dict) else {}
+
+        def seconds(x):
+            return x if isinstance(x, float) and math.isfinite(x) else None
+
+        steps = started.get("steps_s") if isinstance(started.get("steps_s"), dict) else {}
+        self.v.timing.setdefault("workers", {})[role] = {
+            "from_pool": worker.from_pool, "boot_s": seconds(started.get("boot_s")),
+            "waited_s": seconds(started.get("waited_s")), "warm_s": seconds(started.get("warm_s")),
+            "steps_s": {str(k)[:32]: seconds(x) for k, x in list(steps.items())[:16]}}
 
     def _mark(self, phase: str) -> None:
         """Seconds since the previous mark, under timing["phases_s"] (where an evaluation's time goes)."""
@@ -890,26 +907,6 @@ def restrain_candidate(worker: WorkerProcess, config: SandboxConfig, extra_mb: f
         worker.limit_memory(config.candidate_host_memory_gb * 1024 + extra_mb)
 
 
-def candidate_jail(config: SandboxConfig) -> confine.Jail | None:
-    """How the candidate's worker is confined: None when isolation is off. On a GPU it shares the PID
-    namespace with the reference worker (CUDA IPC needs it; see confine's module doc)."""
-    if config.isolation == "none":
-        return None
-    on_gpu = not rehearsal()
-    return confine.Jail(share_pid=on_gpu, gpu=on_gpu, hidden=[str(config.cache_dir)])
-
-
-def worker_env(config: SandboxConfig, built: BuildResult | None = None) -> dict[str, str]:
-    """The environment of a worker: only the configured GPU visible; for a load_inline solution,
-    the extensions directory its build filled (confined: the worker's own copy of it)."""
-    env = dict(os.environ)
-    if built is not None and built.extensions_dir:
-        ext = built.extensions_dir if config.isolation == "none" else f"{confine.INSIDE}/torch_extensions"
-        env.update(inline_env(ext, resolve_arch(config)))
-    env["CUDA_VISIBLE_DEVICES"] = _visible(config.device)
-    return env
-
-
 def reference_setup(task: Task, config: SandboxConfig, seed: int, init_inputs: list) -> dict:
     return {"op": "setup", "role": "reference", "precision": config.precision, "seed": seed,
             "task_source": task.source, "task_origin": task.origin, "init_inputs": init_inputs,
@@ -944,15 +941,6 @@ def stage_candidate(solution: Solution, built: BuildResult, worker: WorkerProces
     return {"kind": solution.kind, "root": f"{inside}/solution",
             "model_file": f"{inside}/solution/{solution.display(solution.model_file)}",
             "library": library, "python_module": built.python_module}
-
-
-def _visible(device: int) -> str:
-    current = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if current:
-        parts = [p for p in current.split(",") if p.strip()]
-        if 0 <= device < len(parts):
-            return parts[device]
-    return str(device)
 
 
 def killed_from_outside(worker: WorkerProcess | None) -> bool:

@@ -8,6 +8,10 @@ With ``SandboxConfig.spare_workers > 0``, :func:`start_worker` keeps that many w
 ahead of need (Python, torch and the harness imported; no CUDA context, no task or candidate code
 yet), so that a long-lived caller (bench lanes, the agent, the evaluation service) does not wait
 for interpreter start-up. A spare still serves one role of one evaluation and then exits.
+
+A one-shot caller (``cuda-agent eval``) calls :func:`prestart` first thing, before it imports torch
+itself: the two workers its evaluation will ask for start then, and make their CUDA context while
+the caller loads and checks the task. This module imports no torch, so that this costs nothing.
 """
 
 from __future__ import annotations
@@ -27,9 +31,12 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-import torch
-
+from . import confine
+from .build import BuildResult, inline_env, resolve_arch
+from .config import SandboxConfig
 from .confine import CONFINED_ENV, Jail, confined_env, read_status
+from .gpu import no_gpu_reason, rehearsal
+from .solution import FILE
 
 
 class WorkerDied(Exception):
@@ -73,13 +80,16 @@ class WorkerError(Exception):
 
 class WorkerProcess:
     def __init__(self, env: dict[str, str] | None = None, cwd: str | None = None, label: str = "worker",
-                 prefix: list[str] | None = None, jail: Jail | None = None):
+                 prefix: list[str] | None = None, jail: Jail | None = None, warm: bool = False):
         """``prefix`` wraps the worker command (e.g. an ``ncu`` invocation). With ``jail`` the worker runs
         confined (sandbox/confine.py) with a fresh scratch directory, :attr:`scratch`, as its only
-        writable place: the caller stages there what the worker is to read."""
+        writable place: the caller stages there what the worker is to read. With ``warm`` it makes its
+        CUDA context as soon as it has started, before its first request (see :func:`prestart`)."""
         parent, child = socket.socketpair()
         self.scratch: str | None = None
         self.label = label
+        self.from_pool = False
+        """Set when :func:`start_worker` handed out a worker started ahead (a spare, or a prestarted one)."""
         self.memory: dict = {}
         """The worker's latest peaks (``peak_rss_mb``, ``peak_gpu_mb``), from its last reply."""
         self.killed_by_harness = False
@@ -98,7 +108,8 @@ class WorkerProcess:
         ``oom_score_adj`` above the harness's own): an OOM kill after that is the worker's doing."""
         self._oom_score_adj = _oom_score_adj("self")
         self.log_file = tempfile.NamedTemporaryFile(prefix=f"cuda_agent_{label}_", suffix=".log", delete=False)
-        cmd = [*(prefix or []), sys.executable, "-m", "cuda_agent.sandbox.worker", str(child.fileno())]
+        cmd = [*(prefix or []), sys.executable, "-m", "cuda_agent.sandbox.worker", str(child.fileno()),
+               *(["--warm"] if warm else [])]
         fds = [child.fileno()]
         self._status_fd: int | None = None
         self._status_pending = bytearray()
@@ -170,6 +181,8 @@ class WorkerProcess:
             code = self.exit_code()
             raise WorkerDied(f"{self.label} exited with code {code} during '{msg['op']}'"
                              f"{_signal_name(code)}", self.read_log()) from None
+        import torch  # here, not at the top: see the module doc
+
         try:
             reply = torch.load(io.BytesIO(data), weights_only=True)
         except Exception as e:  # noqa: BLE001 - a reply we refuse to unpickle is a broken worker
@@ -406,7 +419,7 @@ class SparePool:
     def take(self, env: dict[str, str], label: str, keep: int, jail: Jail | None = None) -> WorkerProcess:
         """A started worker for ``env``: a spare if one is ready, else a new one; then top the
         spares for ``env`` up to ``keep`` (they start in the background)."""
-        key = (tuple(sorted(env.items())), repr(jail))
+        key = _key(env, jail)
         with self._lock:
             dead = [w for _, w in self._free if w.proc.poll() is not None]
             self._free = [(k, w) for k, w in self._free if w.proc.poll() is None]  # drop any that died
@@ -422,7 +435,14 @@ class SparePool:
         if worker is None:
             return WorkerProcess(env=env, label=label, jail=jail)
         worker.label = label
+        worker.from_pool = True
         return worker
+
+    def add(self, env: dict[str, str], jail: Jail | None = None, warm: bool = False) -> None:
+        """Start one worker for ``env`` now, for the next :meth:`take` of that ``env``."""
+        worker = WorkerProcess(env=env, label="spare", jail=jail, warm=warm)
+        with self._lock:
+            self._free.append((_key(env, jail), worker))
 
     def close(self) -> None:
         with self._lock:
@@ -431,11 +451,79 @@ class SparePool:
             w.cleanup()
 
 
+def _key(env: dict[str, str], jail: Jail | None) -> tuple:
+    return tuple(sorted(env.items())), repr(jail)
+
+
 SPARES = SparePool()
 
 
 def start_worker(env: dict[str, str], label: str, spares: int = 0, jail: Jail | None = None) -> WorkerProcess:
-    """A worker process for one role of one evaluation; ``spares`` > 0 keeps that many started ahead."""
-    if spares <= 0:
-        return WorkerProcess(env=env, label=label, jail=jail)
-    return SPARES.take(env, label, spares, jail)
+    """A worker process for one role of one evaluation: one started ahead for ``env`` if there is one (a
+    spare, or one :func:`prestart` started), else a new one; ``spares`` > 0 keeps that many started ahead."""
+    return SPARES.take(env, label, max(spares, 0), jail)
+
+
+def prestart(config: SandboxConfig, solution_kind: str | None) -> bool:
+    """Start the two workers an evaluation of a ``solution_kind`` solution (None: a calibration) under
+    ``config`` will ask for, warm (their CUDA context made at once), for a caller that is about to load its
+    task and call ``evaluate``: their start-up then overlaps the caller's own. The candidate's is started
+    only where its environment is known before the build (not an unconfined load_inline file). Nothing
+    is started on a host without a GPU. Workers nobody takes are stopped at exit. True if any started."""
+    if no_gpu_reason():
+        return False
+    try:
+        SPARES.add(worker_env(config), warm=True)
+        cand = candidate_env(config, solution_kind)
+        if cand is not None and not confine.unavailable(config.isolation):  # else evaluate() says why
+            SPARES.add(cand, candidate_jail(config), warm=True)
+    except OSError:  # no process to spare here: evaluate() starts its own, and reports what fails
+        return False
+    return True
+
+
+def candidate_jail(config: SandboxConfig) -> Jail | None:
+    """How the candidate's worker is confined: None when isolation is off. On a GPU it shares the PID
+    namespace with the reference worker (CUDA IPC needs it; see confine's module doc)."""
+    if config.isolation == "none":
+        return None
+    on_gpu = not rehearsal()
+    return Jail(share_pid=on_gpu, gpu=on_gpu, hidden=[str(config.cache_dir)])
+
+
+def worker_env(config: SandboxConfig, built: BuildResult | None = None) -> dict[str, str]:
+    """The environment of a worker: only the configured GPU visible; for a load_inline solution,
+    the extensions directory its build filled (confined: the worker's own copy of it)."""
+    return _env(config, built.extensions_dir if built is not None else None)
+
+
+def candidate_env(config: SandboxConfig, solution_kind: str | None) -> dict[str, str] | None:
+    """The candidate's worker environment as known before the build (None where only the build tells)."""
+    if solution_kind != FILE:  # a workspace, or the task's own Model: no extensions directory
+        return _env(config, None)
+    return _env(config, "(the worker's own copy)") if config.isolation != "none" else None
+
+
+_TORCH_WRITES = ("TORCHINDUCTOR_CACHE_DIR",)
+"""Variables torch writes into its own process's environment (inductor's cache directory, on import): the
+evaluator's default is no worker's business (each works out its own; a confined one's TMPDIR differs), and
+a worker started before the evaluator imported inductor must match one asked for after."""
+_SET_BY_USER = frozenset(k for k in _TORCH_WRITES if k in os.environ)
+
+
+def _env(config: SandboxConfig, extensions_dir: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _TORCH_WRITES or k in _SET_BY_USER}
+    if extensions_dir:
+        ext = extensions_dir if config.isolation == "none" else f"{confine.INSIDE}/torch_extensions"
+        env.update(inline_env(ext, resolve_arch(config)))
+    env["CUDA_VISIBLE_DEVICES"] = _visible(config.device)
+    return env
+
+
+def _visible(device: int) -> str:
+    current = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if current:
+        parts = [p for p in current.split(",") if p.strip()]
+        if 0 <= device < len(parts):
+            return parts[device]
+    return str(device)

@@ -51,6 +51,37 @@ _sync = timing._no_sync if _REHEARSAL else torch.cuda.synchronize
 _COMPILE_BACKEND = "eager" if _REHEARSAL else "inductor"
 _thread_starts = guards.count_thread_starts()
 _perf = time.perf_counter
+_WARM: dict = {}
+"""A worker started with ``--warm`` (process.prestart): its CUDA context is being made by a thread of its
+own while it waits for its first request; ``op_setup`` waits for that thread before it touches CUDA."""
+
+
+def _since_start() -> float | None:
+    """Seconds since this process started (its start time in /proc), None where that cannot be read."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(uptime - ticks / os.sysconf("SC_CLK_TCK"), 3)
+
+
+def _warm_cuda() -> None:
+    """Make the CUDA context now, on another thread (the primary context is the whole process's)."""
+    import threading
+
+    def make() -> None:
+        t0 = _perf()
+        try:
+            torch.cuda.synchronize(0)  # initializes CUDA and creates device 0's primary context
+        except Exception as e:  # noqa: BLE001 - op_setup makes it again, and reports any failure then
+            _WARM["error"] = f"{type(e).__name__}: {e}"[:300]
+        _WARM["s"] = round(_perf() - t0, 3)
+
+    _WARM["thread"] = threading.Thread(target=make, name="cuda-agent-warm", daemon=True)
+    _WARM["thread"].start()
 
 
 def set_precision(mode: str) -> None:
@@ -96,6 +127,7 @@ class Worker:
         self.repeatable: bool | None = None  # reference: does get_inputs() repeat itself (the re-draw check)?
         self.pending: list = []  # candidate: outputs shared with the reference, alive until the next request
         self.count_on_trial = False  # reference: FLOPs not countable on the meta device: count the first trial
+        self.started: dict = {}  # when it was ready to serve, and how long its first request kept it waiting
 
     # -- plumbing
     def send(self, obj) -> None:
@@ -104,11 +136,16 @@ class Worker:
         self._send_bytes(buf.getvalue())
 
     def serve(self) -> None:
+        self.started = {"boot_s": _since_start()}  # process start to ready: interpreter, torch, the harness
+        t_ready = _perf()
         while True:
             try:
                 msg = pickle.loads(self.conn.recv_bytes())
             except EOFError:
                 return
+            if t_ready is not None:
+                self.started["waited_s"] = round(_perf() - t_ready, 3)  # ready, before its first request came
+                t_ready = None
             op = msg["op"]
             if op == "exit":
                 self.send({"ok": True})
@@ -135,40 +172,61 @@ class Worker:
         return {"landlock": _LANDLOCK, "guard": _GUARD}
 
     def op_setup(self, msg: dict) -> dict:
+        steps: dict[str, float] = {}  # where the setup's time goes (verdict.timing["workers"])
+        t = _perf()
+
+        def step(name: str) -> None:
+            nonlocal t
+            now = _perf()
+            steps[name] = round(now - t, 3)
+            t = now
+
         self.role = msg["role"]
         self.strict = msg.get("strict", True) and self.role == "candidate" and not msg.get("calibrate")
         set_precision(msg["precision"])
+        if _WARM:
+            _WARM["thread"].join()
+            step("warm_wait")
         if not _REHEARSAL:
             torch.cuda.set_device(self.device)
         torch.empty(1, device=self.device)
+        step("cuda")
         self.flush = L2Flusher(self.device)
         self.gap_ms = timing.measure_gap(self.device, self.flush)
+        step("gap")
         info = {"gap_ms": self.gap_ms, "precision": precision_state(),
                 "gpu": "CPU (rehearsal: timings mean nothing)" if _REHEARSAL else str(torch.cuda.get_device_name(self.device)),
-                "torch": str(torch.__version__)}
+                "torch": str(torch.__version__),
+                "started": {**self.started, "warm_s": _WARM.get("s"), "warm_error": _WARM.get("error"), "steps_s": steps}}
         if self.role == "reference" or msg.get("calibrate"):
             task = _exec_task(msg["task_source"], msg["task_origin"])
+            step("task")
             if self.role == "reference":
                 self.task_module, self.exporter = task, share.Exporter(self.device)
                 # the task's sizes from the meta device, before anything of it is made on the GPU
                 fp = memory.task_footprint(task, msg["init_inputs"])
                 info["footprint"] = fp.to_dict()
                 info["does_not_fit"] = memory.fit_problem(fp, msg.get("gpu_bytes"))
+                step("footprint")
                 if info["does_not_fit"]:
                     return info
                 info["work"] = roofline.count_work(task, msg["init_inputs"]).to_dict()
                 self.count_on_trial = info["work"]["error"] is not None
+                step("flops")
             self.model = _construct(task.Model, msg["init_inputs"], msg["seed"], self.device)
+            step("model")
             if self.role == "reference":  # the weights travel to the candidate on the GPU, as the inputs do
                 weights = self.model.state_dict()
                 info["param_bytes"] = nbytes(list(weights.values()))
                 info["state_dict"] = dict(zip(weights, self.exporter.share(share.WEIGHTS, list(weights.values()))))
             else:
                 self.model.load_state_dict(_opened(msg["state_dict"]))
+            step("weights")
             return info
         # candidate: snapshot the harness first, then import the candidate
         guards.settle_harness(self.device)
         self.snapshot = integrity_snapshot((guards, timing, share, sys.modules[__name__]))
+        step("harness")
         sol = msg["solution"]
         if _GUARD is not None and not _GUARD["enforced"]:  # the evaluator asked first (op_confinement)
             raise RuntimeError(f"confinement incomplete, the candidate is not imported: {_GUARD['why']}")
@@ -184,6 +242,7 @@ class Worker:
                 torch.ops.load_library(sol["library"])
                 sys.modules["cuda_ext"] = torch.ops.cuda_ext
         module = _load_module("model_new", sol["model_file"])
+        step("import")
         cls = getattr(module, "ModelNew", None)
         if cls is None:
             raise RuntimeError(f"{os.path.basename(sol['model_file'])} defines no ModelNew")
@@ -197,11 +256,13 @@ class Worker:
             raise RuntimeError("ModelNew must accept load_state_dict(Model(...).state_dict()): "
                                + str(e).split("\n\t", 1)[-1][:1500]) from None
         self.model = model.to(self.device)
+        step("model")
         prepare = getattr(self.model, "prepare", None)
         if callable(prepare):
             with torch.no_grad():
                 prepare()
             _sync()
+            step("prepare")
         info["has_prepare"] = callable(prepare)
         info["integrity"] = self._integrity()
         return info
@@ -518,6 +579,8 @@ def main() -> None:
         _LANDLOCK = confine.enter_landlock()
         _GUARD = confine.enter_process_guard()
     _exit_with_parent()  # before any candidate code: its start is not counted against the candidate
+    if "--warm" in sys.argv[2:] and not _REHEARSAL:
+        _warm_cuda()
     conn = Connection(int(sys.argv[1]))
     worker = Worker(conn)
     profile_dir = os.environ.get(PROFILE_ENV)

@@ -32,20 +32,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ...tasks import TaskError, load_task
-    from .. import NoGpuError, SandboxConfig, SolutionError, evaluate, load_solution
+    from ..config import SandboxConfig
+    from ..process import prestart
+    from ..solution import SolutionError, load_solution
     from .check_cmd import isolation
 
     if args.solution is None and not args.calibrate:
         print("cuda-agent eval: give a SOLUTION, or --calibrate to evaluate the task's own Model", file=sys.stderr)
         return 2
     try:
-        task = load_task(args.task)
         solution = load_solution(args.solution) if args.solution else None
         config = SandboxConfig(precision=args.precision, rules=args.rules, calibrate=args.calibrate, num_trials=args.trials,
                                strict=not args.no_strict, use_baseline_cache=not args.no_baseline_cache,
                                seed=args.seed, device=args.device, isolation=isolation(args))
-    except (TaskError, SolutionError, ValueError) as e:
+    except (SolutionError, ValueError) as e:
+        print(f"cuda-agent eval: {e}", file=sys.stderr)
+        return 2
+    # the workers start now, before this process imports torch and checks the task: their start-up is paid meanwhile
+    prestart(config, solution.kind if solution is not None else None)
+    from ...tasks import TaskError, load_task
+    from .. import NoGpuError, evaluate
+
+    try:
+        task = load_task(args.task)
+    except TaskError as e:
         print(f"cuda-agent eval: {e}", file=sys.stderr)
         return 2
     try:
