@@ -95,6 +95,7 @@ def cuda_agent(task: Path, cache: Path) -> dict:
             "eval_s": v.get("eval_s"), "gpu_phase_s": (t.get("phases_s") or {}).get("gpu_phase"),
             "peak_rss_mb": t.get("peak_host_rss_mb"), "peak_gpu_mb": t.get("peak_gpu_mb"),
             "footprint": t.get("footprint"), "memory": t.get("memory"), "phases_s": t.get("phases_s"),
+            "workers": t.get("workers"),
             "reasons": v.get("reasons", [])[:2]}
 
 
