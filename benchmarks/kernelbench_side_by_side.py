@@ -93,7 +93,8 @@ def cuda_agent(task: Path, cache: Path) -> dict:
     t = v.get("timing", {})
     return {"wall_s": round(wall, 2), "verdict": v.get("verdict"), "speedup_vs_eager": v.get("speedup_vs_eager"),
             "eval_s": v.get("eval_s"), "gpu_phase_s": (t.get("phases_s") or {}).get("gpu_phase"),
-            "peak_rss_mb": t.get("peak_host_rss_mb"), "peak_gpu_mb": t.get("peak_gpu_mb"),
+            "peak_rss_mb": t.get("peak_host_rss_mb"), "peak_pss_mb": t.get("peak_host_pss_mb"),
+            "peak_gpu_mb": t.get("peak_gpu_mb"),
             "footprint": t.get("footprint"), "memory": t.get("memory"), "phases_s": t.get("phases_s"),
             "workers": t.get("workers"),
             "reasons": v.get("reasons", [])[:2]}
@@ -120,6 +121,7 @@ def main() -> None:
         print(json.dumps({"task": row["task"], "ratio": row["ratio"], "in_process_s": a, "cuda_agent_s": b,
                           "in_process_rss_mb": row["in_process"].get("peak_rss_mb"),
                           "cuda_agent_rss_mb": row["cuda_agent"].get("peak_rss_mb"),
+                          "cuda_agent_pss_mb": row["cuda_agent"].get("peak_pss_mb"),
                           "verdict": row["cuda_agent"].get("verdict")}), flush=True)
         if args.out:
             args.out.write_text(json.dumps(rows, indent=1))

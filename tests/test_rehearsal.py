@@ -58,6 +58,10 @@ def test_honest_solution_is_correct_and_every_timed_output_is_checked(rehearse):
     assert all(mem[f"{p}_peak_rss_mb"] > 100 for p in ("evaluator", "reference", "candidate")), mem
     assert v.timing["peak_host_rss_mb"] == pytest.approx(sum(mem[f"{p}_peak_rss_mb"]
                                                              for p in ("evaluator", "reference", "candidate")), abs=0.2)
+    # the same with the pages of torch's libraries, which all three map, counted once among them (PSS)
+    share = [mem[f"{p}_others_share_mb"] for p in ("evaluator", "reference", "candidate")]
+    assert all(x > 10 for x in share), mem
+    assert v.timing["peak_host_pss_mb"] == pytest.approx(v.timing["peak_host_rss_mb"] - sum(share), abs=0.2)
     assert v.timing["footprint"]["input_mib"] > 0 and v.timing["footprint"]["output_mib"] > 0
     # the roofline block: the task's bytes as drawn, its FLOPs from FlopCounterMode, which has no formula for
     # swish's elementwise ops (said, not guessed); no bound on a CPU (no peaks, no measured bandwidth)

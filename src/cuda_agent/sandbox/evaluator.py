@@ -209,16 +209,27 @@ class _Evaluation:
 
     def _memory_figures(self) -> None:
         """Peak host RSS of the evaluator and of each worker, and peak GPU memory of each worker, for this
-        evaluation (workers are fresh per evaluation; the evaluator's peak was reset when it began)."""
-        mem = {"evaluator_peak_rss_mb": peak_rss_mb()}
+        evaluation (workers are fresh per evaluation; the evaluator's peak was reset when it began).
+        ``peak_host_rss_mb`` sums the three peaks; ``peak_host_pss_mb`` takes from each the part of its
+        resident set that PSS gives to others (``memory.others_share_mb``, read at its last reply): the
+        pages of torch's and CUDA's libraries, which all three map and the host holds once."""
+        mem = {"evaluator_peak_rss_mb": peak_rss_mb(), "evaluator_others_share_mb": memory.others_share_mb()}
         for name, w in (("reference", self.ref), ("candidate", self.cand)):
             if w is not None and w.memory:
                 mem[f"{name}_peak_rss_mb"] = w.memory.get("peak_rss_mb")
                 mem[f"{name}_peak_gpu_mb"] = w.memory.get("peak_gpu_mb")
+                mem[f"{name}_others_share_mb"] = w.memory.get("others_share_mb")
         self.v.timing["memory"] = mem
         rss = [x for k, x in mem.items() if k.endswith("_rss_mb") and isinstance(x, (int, float))]
         gpu = [x for k, x in mem.items() if k.endswith("_gpu_mb") and isinstance(x, (int, float))]
         self.v.timing["peak_host_rss_mb"] = round(sum(rss), 1)  # an upper bound: the peaks need not coincide
+        pss = []
+        for k, peak in mem.items():
+            if k.endswith("_peak_rss_mb") and isinstance(peak, (int, float)):
+                share = mem.get(k.replace("_peak_rss_mb", "_others_share_mb"))
+                share = share if isinstance(share, (int, float)) and 0 <= share <= peak else 0.0  # unknown: in full
+                pss.append(peak - share)
+        self.v.timing["peak_host_pss_mb"] = round(sum(pss), 1)
         if gpu:
             self.v.timing["peak_gpu_mb"] = round(sum(gpu), 1)
 

@@ -157,7 +157,8 @@ class Worker:
                            "message": str(e)[:2000], "phase": op})
                 return  # the context may be poisoned: never reuse this process
             if isinstance(reply, dict):
-                reply["memory"] = {"peak_rss_mb": memory.peak_rss_mb(), "peak_gpu_mb": memory.peak_gpu_mb(self.device)}
+                reply["memory"] = {"peak_rss_mb": memory.peak_rss_mb(), "peak_gpu_mb": memory.peak_gpu_mb(self.device),
+                                   "others_share_mb": memory.others_share_mb()}
             self.send(reply)
 
     def _integrity(self) -> list[str]:
