@@ -419,3 +419,28 @@ def test_tensor_comparison_edges():
 def test_faster_than_compile_means_more_than_5_percent():
     v = Verdict(verdict=CORRECT, speedup_vs_eager=2.0, speedup_vs_compile=1.05)
     assert paper_reward(v) == 2
+
+
+def test_a_candidate_importing_dynamo_changes_nothing_the_integrity_snapshot_watches():
+    """The candidate's worker no longer imports dynamo before its snapshot (it takes seconds, and the worker
+    never compiles): that holds only while importing and running dynamo leaves every watched function as it
+    was, or an honest candidate that uses it would look like one that tampered with the harness."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+import torch
+from cuda_agent.sandbox import guards, share, timing, worker
+assert "torch._dynamo" not in sys.modules, "dynamo is imported before the snapshot: the check would mean nothing"
+guards.settle_harness(torch.device("cpu"))
+own = (guards, timing, share, worker)
+snap = guards.integrity_snapshot(own)
+import torch._dynamo
+f = torch.compile(lambda x: torch.relu(x) * 2, backend="eager")
+f(torch.randn(8))
+print(guards.integrity_diff(snap, guards.integrity_snapshot(own)))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout

@@ -186,3 +186,25 @@ def test_a_task_whose_inputs_need_real_values_is_checked_as_written(tmp_path):
     bad = write(tmp_path, "bad_item.py", good("torch.randn(4, 8).cuda() if torch.zeros(1).item() else 3"))
     with pytest.raises(TaskError, match=r"get_inputs\(\)\[0\] is a int"):
         load_task(bad)
+
+
+def test_a_task_naming_a_device_is_still_checked_without_making_its_inputs(tmp_path):
+    """Inputs made with an explicit device are not made on the meta device (that would allocate them for
+    real, or start CUDA in the evaluator): they are checked on fake tensors. 4 TiB loads in an instant."""
+    path = write(tmp_path, "named.py", good("torch.rand(1 << 40, device='cpu')"))
+    assert load_task(path).name == "named"
+    moved = write(tmp_path, "moved.py", good("torch.rand(1 << 40).to(torch.device('cpu'))"))
+    assert load_task(moved).name == "moved"
+
+
+def test_checking_a_plain_task_imports_no_dynamo(tmp_path):
+    """The usual task (torch.rand and friends on the default device) is checked on the meta device: no fake
+    tensors, whose first use imports dynamo (about a second of every `cuda-agent eval`)."""
+    import subprocess
+    import sys
+
+    path = write(tmp_path, "plain.py", good("torch.randn(1 << 30, 4)"))
+    code = ("import sys; from cuda_agent.tasks import load_task; load_task(sys.argv[1]); "
+            "print('torch._dynamo' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "False", (r.stdout, r.stderr[-2000:])

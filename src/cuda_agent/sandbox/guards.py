@@ -145,9 +145,11 @@ def _precision_state() -> tuple:
 
 
 def settle_harness(device) -> None:
-    """Import and exercise, once, everything the harness itself uses later (dynamo, the profiler,
-    the dispatch guard), so that torch's own lazy rewiring happens before the snapshot."""
-    import torch._dynamo  # noqa: F401 - wraps some torch functions on first import
+    """Import and exercise, once, everything the harness itself uses later in the candidate's worker (the
+    profiler, the dispatch guard), so that torch's own lazy rewiring happens before the snapshot. Not
+    dynamo: the candidate's worker never compiles, importing it takes seconds, and importing or running
+    it changes nothing the snapshot watches (tests/test_sandbox_edges.py pins that), so a candidate that
+    imports it is not mistaken for one that tampered."""
     import torch.profiler  # noqa: F401
 
     with TorchOpGuard():

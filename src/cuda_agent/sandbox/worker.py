@@ -30,8 +30,7 @@ import time
 import traceback
 
 import torch
-import torch._dynamo  # noqa: F401 - the harness's own lazy imports, paid while the process waits
-import torch.profiler  # noqa: F401   for its first message (see guards.settle_harness)
+import torch.profiler  # noqa: F401 - the census's, imported before any candidate code (guards.settle_harness)
 
 from . import confine, guards, memory, roofline, share, timing
 from .compare import compare

@@ -109,7 +109,7 @@ def validate_task(task: Task) -> ModuleType:
             raise TaskError(f"{task.origin}: {fn_name} must be a function")
     try:
         init_inputs = module.get_init_inputs()
-        inputs = _shapes_of_inputs(module)
+        inputs, on_meta = _shapes_of_inputs(module)
     except Exception as e:
         raise TaskError(f"{task.origin}: calling get_inputs/get_init_inputs failed: "
                         f"{type(e).__name__}: {e}") from None
@@ -120,24 +120,62 @@ def validate_task(task: Task) -> ModuleType:
     for i, x in enumerate(inputs):
         if not isinstance(x, torch.Tensor):
             raise TaskError(f"{task.origin}: get_inputs()[{i}] is a {type(x).__name__}, not a torch.Tensor")
-        if x.device.type != "cpu":
+        if x.device.type != "cpu" and not (on_meta and x.device.type == "meta"):
             raise TaskError(f"{task.origin}: get_inputs()[{i}] is on {x.device}; "
                             "tasks create inputs on the CPU and the harness moves them")
     return module
 
 
-def _shapes_of_inputs(module: ModuleType) -> list:
-    """``get_inputs()`` run under torch's fake tensors: each tensor has its shape, dtype and device but no
-    memory, so that checking a task does not make its inputs on the host (KernelBench L1_47's are 8 GiB: about
-    10 s and 8 GiB of RSS each time). A task whose ``get_inputs()`` needs real values (``.item()``,
-    data-dependent indexing) is run again as written."""
+def _shapes_of_inputs(module: ModuleType) -> tuple[list, bool]:
+    """``get_inputs()`` run without making its tensors, so that checking a task does not make its inputs on
+    the host (KernelBench L1_47's are 8 GiB: about 10 s and 8 GiB of RSS each time). First on PyTorch's meta
+    device, with torch's default device set to it: shapes and dtypes, no memory, and nothing to import. A
+    task that names a device itself (``device=``, ``.cuda()``, ``.to(...)``) or needs what the meta device
+    lacks is run again under fake tensors (devices as written, no memory; they import dynamo, about a
+    second), and one that needs real values (``.item()``, data-dependent indexing) as written.
+    Returns the inputs and whether they are meta tensors (made on the default device: the CPU's)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class NamesDevice(Exception):
+        pass
+
+    def names_device(x) -> bool:
+        if isinstance(x, torch.device):
+            return x.type != "meta"
+        if isinstance(x, str) and x.split(":")[0] in _DEVICE_TYPES:
+            return True
+        return isinstance(x, (list, tuple)) and any(names_device(y) for y in x)
+
+    class RefuseDevices(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = getattr(func, "__name__", "")
+            if name in _DEVICE_METHODS or (name == "to" and any(isinstance(a, int) and not isinstance(a, bool)
+                                                                 for a in args[1:])) \
+                    or any(names_device(a) for a in (*args, *kwargs.values())):
+                raise NamesDevice(name)
+            return func(*args, **kwargs)
+
+    try:
+        with torch.device("meta"), RefuseDevices():
+            inputs = module.get_inputs()
+        if isinstance(inputs, (list, tuple)) and all(not isinstance(x, torch.Tensor) or x.device.type == "meta"
+                                                     for x in inputs):
+            return inputs, True
+    except Exception:  # noqa: BLE001 - a named device, an op without a meta kernel: fake tensors below
+        pass
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     try:
         with FakeTensorMode():
-            return module.get_inputs()
+            return module.get_inputs(), False
     except Exception:  # noqa: BLE001 - run as written below; its own error, if any, is the one reported
-        return module.get_inputs()
+        return module.get_inputs(), False
+
+
+_DEVICE_TYPES = frozenset({"cpu", "cuda", "meta", "xpu", "mps", "hip", "privateuseone", "xla", "lazy", "mtia"})
+_DEVICE_METHODS = frozenset({"cuda", "cpu", "xpu", "mps", "pin_memory", "share_memory_"})
 
 
 def load_task(path: str | Path, name: str | None = None, validate: bool = True) -> Task:
