@@ -92,7 +92,10 @@ case "$stage" in
     cp /tmp/bench_tp/throughput.json "$OUT/" 2>/dev/null ;;
   side-by-side)
     # issue 15: cached-baseline eval --calibrate vs a KernelBench-style in-process evaluation (carry third_party/KernelBench)
+    # (SBS_TASKS=1/40,2/1,3/1 for the small ones alone, ~150 s; all six take ~300 s on an H100)
+    python3 -m pytest -q -p no:cacheprovider tests/test_sandbox_edges.py tests/test_tasks.py -k dynamo 2>&1 | tail -1
     timeout 560 python3 benchmarks/kernelbench_side_by_side.py --kernelbench third_party/KernelBench/KernelBench \
+      --tasks "${SBS_TASKS:-1/40,2/1,1/19,1/47,1/3,3/1}" --cache /tmp/ca_sbs \
       --out "$OUT/side_by_side.json" 2>&1 | tee "$OUT/side_by_side.log" | tail -8 ;;
   confinement)
     # (issue 20) the GPU suite already runs confined; this is the cost side by side, on and off
