@@ -245,6 +245,40 @@ def test_draws_are_reproducible_per_seed_and_differ_across_seeds():
                            inputs.draw(_NonNegTask, 6, inputs.SIGNED)[0])
 
 
+class _NamedDeviceTask:
+    """A task that makes one input on a device it names itself, and draws more randoms than _NonNegTask."""
+
+    @staticmethod
+    def get_inputs():
+        torch.rand(1000)  # consumed and dropped: the signed draw must not depend on it
+        return [torch.rand(64, 64, device="cpu"), torch.randint(0, 10, (5,)), 3.5]
+
+
+def test_a_draw_lands_on_the_device_asked_for_even_where_the_task_names_another():
+    """The reference worker draws on the GPU: get_inputs() runs with that device as the default, and a
+    tensor the task made on a device it named is moved there too (the meta device stands in for the GPU; it
+    has no generator, so the signed kind, which needs one on the device, is the GPU suite's to check)."""
+    drawn = inputs.draw(_NonNegTask, 3, inputs.TASK, device="meta")
+    assert [x.device.type for x in drawn[:2]] == ["meta", "meta"]
+    named = inputs.draw(_NamedDeviceTask, 3, inputs.TASK, device="meta")
+    assert [x.device.type for x in named[:2]] == ["meta", "meta"]
+
+
+def test_signed_inputs_depend_on_the_seed_and_shapes_alone():
+    """The signed values come from a generator of their own, seeded from the evaluator's seed: not from
+    whatever the task's own get_inputs() drew before them, nor from its values."""
+    a = inputs.draw(_NonNegTask, 11, inputs.SIGNED)
+    b = inputs.draw(_NamedDeviceTask, 11, inputs.SIGNED)
+    assert torch.equal(a[0], b[0])
+    task_a, task_b = inputs.draw(_NonNegTask, 11), inputs.draw(_NamedDeviceTask, 11)
+    assert not torch.equal(task_a[0], task_b[0])  # the task draws do differ: the test means something
+
+
+def test_tiny_sets_rotate_as_the_budget_allows():
+    assert inputs.rotation_sets(1, 4, 1) == 4 and inputs.rotation_sets(1, 3, 0) == 3
+    assert inputs.rotation_sets(2, 4, 1) == 2 and inputs.rotation_sets(3, 4, 1) == 1
+
+
 def test_the_trial_plan_alternates_kinds_and_reuses_buffers_from_the_third_trial():
     assert inputs.trial_plan(5) == [("task", False), ("signed", False), ("task", True), ("signed", True),
                                     ("task", True)]
