@@ -274,6 +274,18 @@ def test_signed_inputs_depend_on_the_seed_and_shapes_alone():
     assert not torch.equal(task_a[0], task_b[0])  # the task draws do differ: the test means something
 
 
+class _HalfTask:
+    @staticmethod
+    def get_inputs():
+        return [torch.rand(32, 32).half(), torch.rand(8, dtype=torch.bfloat16), torch.rand(4, dtype=torch.float64)]
+
+
+def test_signed_inputs_keep_each_tensors_dtype():
+    signed = inputs.draw(_HalfTask, 4, inputs.SIGNED)
+    assert [x.dtype for x in signed] == [torch.float16, torch.bfloat16, torch.float64]
+    assert all((x < 0).any() for x in signed)
+
+
 def test_tiny_sets_rotate_as_the_budget_allows():
     assert inputs.rotation_sets(1, 4, 1) == 4 and inputs.rotation_sets(1, 3, 0) == 3
     assert inputs.rotation_sets(2, 4, 1) == 2 and inputs.rotation_sets(3, 4, 1) == 1
