@@ -300,6 +300,21 @@ def test_sizes_of_nested_outputs():
     obj = (torch.empty(10, dtype=torch.float32), [torch.empty(3, dtype=torch.float16), 7])
     assert inputs.nbytes(obj) == 46
     assert inputs.leaf_sizes(obj) == [40, 6]
+    assert inputs.nbytes({"a": obj, "b": torch.empty(2, dtype=torch.int64)}) == 62  # a dict's values count too
+
+
+class _TransposedTask:
+    @staticmethod
+    def get_inputs():
+        return [torch.rand(8, 4).t(), torch.rand(6, 6)[:, ::2]]
+
+
+def test_drawn_inputs_are_contiguous_whatever_the_task_returns():
+    """Kernels index their inputs as dense row-major buffers: every drawn set is made contiguous, as
+    KernelBench's own inputs are, whatever views the task's get_inputs() returns."""
+    for kind in (inputs.TASK, inputs.SIGNED):
+        drawn = inputs.draw(_TransposedTask, 2, kind)
+        assert [tuple(x.shape) for x in drawn] == [(4, 8), (6, 3)] and all(x.is_contiguous() for x in drawn), kind
 
 
 # ----------------------------------------------------------------------------- guards
