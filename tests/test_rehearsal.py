@@ -503,5 +503,8 @@ def test_a_variable_torch_writes_itself_does_not_reach_the_workers(monkeypatch):
     before = process.worker_env(cfg)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/tmp/torchinductor_test")
     assert process.worker_env(cfg) == before and "TORCHINDUCTOR_CACHE_DIR" not in before
+    # a confined load_inline candidate's environment too (the build's variables start from os.environ again)
+    inline = process.candidate_env(SandboxConfig(isolation="bwrap"), "file")
+    assert "TORCHINDUCTOR_CACHE_DIR" not in inline and "TORCH_EXTENSIONS_DIR" in inline
     monkeypatch.setattr(process, "_SET_BY_USER", frozenset({"TORCHINDUCTOR_CACHE_DIR"}))  # the user's own choice
     assert process.worker_env(cfg)["TORCHINDUCTOR_CACHE_DIR"] == "/tmp/torchinductor_test"

@@ -208,3 +208,16 @@ def test_checking_a_plain_task_imports_no_dynamo(tmp_path):
             "print('torch._dynamo' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "False", (r.stdout, r.stderr[-2000:])
+
+
+def test_a_task_that_moves_the_default_device_is_still_refused(tmp_path):
+    """The meta device must not hide a task that sets torch's default device itself: its inputs are not made
+    on the CPU, and the check says so as before (on fake tensors, so nothing is made)."""
+    src = "import torch\ntorch.set_default_device('meta')\n" + good("torch.rand(4, 8)")
+    try:
+        with pytest.raises(TaskError, match=r"get_inputs\(\)\[0\] is on meta"):
+            load_task(write(tmp_path, "moved_default.py", src))
+    finally:
+        import torch
+
+        torch.set_default_device(None)

@@ -512,12 +512,12 @@ _SET_BY_USER = frozenset(k for k in _TORCH_WRITES if k in os.environ)
 
 
 def _env(config: SandboxConfig, extensions_dir: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _TORCH_WRITES or k in _SET_BY_USER}
+    env = dict(os.environ)
     if extensions_dir:
         ext = extensions_dir if config.isolation == "none" else f"{confine.INSIDE}/torch_extensions"
-        env.update(inline_env(ext, resolve_arch(config)))
+        env.update(inline_env(ext, resolve_arch(config)))  # (os.environ again, with the build's variables)
     env["CUDA_VISIBLE_DEVICES"] = _visible(config.device)
-    return env
+    return {k: v for k, v in env.items() if k not in _TORCH_WRITES or k in _SET_BY_USER}
 
 
 def _visible(device: int) -> str:

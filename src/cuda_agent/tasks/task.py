@@ -158,6 +158,8 @@ def _shapes_of_inputs(module: ModuleType) -> tuple[list, bool]:
             return func(*args, **kwargs)
 
     try:
+        if torch.get_default_device().type != "cpu":  # the task moved torch's default device itself
+            raise NamesDevice("set_default_device")
         with torch.device("meta"), RefuseDevices():
             inputs = module.get_inputs()
         if isinstance(inputs, (list, tuple)) and all(not isinstance(x, torch.Tensor) or x.device.type == "meta"
