@@ -491,6 +491,9 @@ def test_the_cli_starts_both_workers_before_it_loads_the_task(tmp_path):
     assert ref["boot_s"] > 0 and ref["waited_s"] >= 0 and cand["boot_s"] > 0
     assert {"cuda", "gap", "task", "footprint", "flops", "model", "weights"} <= set(ref["steps_s"])
     assert {"cuda", "gap", "harness", "import", "model"} <= set(cand["steps_s"])
+    for w in (ref, cand):  # where the start went: interpreter, torch, the harness, in that order
+        b = w["boot_steps_s"]
+        assert 0 <= b["python_s"] <= b["torch_s"] <= b["harness_s"] <= w["boot_s"], w
 
 
 def test_a_variable_torch_writes_itself_does_not_reach_the_workers(monkeypatch):

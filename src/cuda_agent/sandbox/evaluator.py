@@ -244,6 +244,7 @@ class _Evaluation:
         self.v.timing.setdefault("workers", {})[role] = {
             "from_pool": worker.from_pool, "boot_s": seconds(started.get("boot_s")),
             "waited_s": seconds(started.get("waited_s")), "warm_s": seconds(started.get("warm_s")),
+            "boot_steps_s": {k: seconds(started.get(k)) for k in ("python_s", "torch_s", "harness_s")},
             "steps_s": {str(k)[:32]: seconds(x) for k, x in list(steps.items())[:16]}}
 
     def _mark(self, phase: str) -> None:

@@ -29,7 +29,24 @@ import sys
 import time
 import traceback
 
+
+def _since_start() -> float | None:
+    """Seconds since this process started (its start time in /proc), None where that cannot be read."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(uptime - ticks / os.sysconf("SC_CLK_TCK"), 3)
+
+
+_BOOT = {"python_s": _since_start()}
+"""Where a worker's start goes: seconds from its process start to these points (diagnostics, timing.workers)."""
 import torch
+
+_BOOT["torch_s"] = _since_start()
 import torch.profiler  # noqa: F401 - the census's, imported before any candidate code (guards.settle_harness)
 
 from . import confine, guards, memory, roofline, share, timing
@@ -38,6 +55,8 @@ from .gpu import rehearsal
 from .inputs import TASK, draw, leaf_sizes, nbytes
 from .guards import TorchOpGuard, bitwise_equal, integrity_diff, integrity_snapshot, overlaps, storages
 from .timing import InputRing, L2Flusher, leaves
+
+_BOOT["harness_s"] = _since_start()
 
 _save = torch.save
 _START_CWD = os.getcwd()
@@ -53,18 +72,6 @@ _perf = time.perf_counter
 _WARM: dict = {}
 """A worker started with ``--warm`` (process.prestart): its CUDA context is being made by a thread of its
 own while it waits for its first request; ``op_setup`` waits for that thread before it touches CUDA."""
-
-
-def _since_start() -> float | None:
-    """Seconds since this process started (its start time in /proc), None where that cannot be read."""
-    try:
-        with open("/proc/self/stat") as f:
-            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime") as f:
-            uptime = float(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    return round(uptime - ticks / os.sysconf("SC_CLK_TCK"), 3)
 
 
 def _warm_cuda() -> None:
@@ -135,7 +142,8 @@ class Worker:
         self._send_bytes(buf.getvalue())
 
     def serve(self) -> None:
-        self.started = {"boot_s": _since_start()}  # process start to ready: interpreter, torch, the harness
+        # process start to ready: interpreter, torch, the harness (and where the time went, in _BOOT)
+        self.started = {"boot_s": _since_start(), **_BOOT}
         t_ready = _perf()
         while True:
             try:
