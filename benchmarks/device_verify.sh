@@ -52,7 +52,8 @@ case "$stage" in
       timeout 240 cuda-agent eval examples/swish/task.py examples/swish/solution --json $flags > "$OUT/smoke$flags.json" \
         2> "$OUT/smoke$flags.err"
       python3 -c "import json,sys; v=json.load(open(sys.argv[1])); print(v['verdict'], v.get('speedup_vs_eager'), \
-        v['reasons'][:1], json.dumps(v.get('confinement'))[:900])" "$OUT/smoke$flags.json" || tail -5 "$OUT/smoke$flags.err"
+        v['reasons'][:1], json.dumps(v.get('confinement'))[:900]); print('census:', v['timing'].get('profile'))" \
+        "$OUT/smoke$flags.json" || tail -5 "$OUT/smoke$flags.err"
     done
     for f in "$OUT/smoke.json" "$OUT/smoke--unsafe-no-isolation.json"; do
       python3 -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))['verdict'] != 'correct')" "$f" 2>/dev/null || { echo "smoke: $f is not correct; later stages skipped"; return 3; }

@@ -109,6 +109,13 @@ def test_bad_inputs_raise_task_error(tmp_path, inputs, what):
     assert "bad.py" in str(e.value) and "get_inputs()[0]" in str(e.value) and what in str(e.value)
 
 
+def test_a_plain_number_beside_a_tensor_is_an_input(tmp_path):
+    """KernelBench L1_5 passes a float scale beside its matrix: the harness hands plain numbers through."""
+    load_task(write(tmp_path, "scalar.py", good("torch.randn(4, 8), 3.5")))
+    with pytest.raises(TaskError, match=r"get_inputs\(\)\[1\] is a str"):
+        load_task(write(tmp_path, "text.py", good("torch.randn(4, 8), 'x'")))
+
+
 def test_empty_inputs_raise_task_error(tmp_path):
     path = write(tmp_path, "empty.py", GOOD.replace("return [{inputs}]", "return []"))
     with pytest.raises(TaskError, match="non-empty"):

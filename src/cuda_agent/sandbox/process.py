@@ -80,11 +80,14 @@ class WorkerError(Exception):
 
 class WorkerProcess:
     def __init__(self, env: dict[str, str] | None = None, cwd: str | None = None, label: str = "worker",
-                 prefix: list[str] | None = None, jail: Jail | None = None, warm: bool = False):
+                 prefix: list[str] | None = None, jail: Jail | None = None, warm: bool = False,
+                 preload: bool = False):
         """``prefix`` wraps the worker command (e.g. an ``ncu`` invocation). With ``jail`` the worker runs
         confined (sandbox/confine.py) with a fresh scratch directory, :attr:`scratch`, as its only
         writable place: the caller stages there what the worker is to read. With ``warm`` it makes its
-        CUDA context as soon as it has started, before its first request (see :func:`prestart`)."""
+        CUDA context as soon as it has started, before its first request (see :func:`prestart`). With
+        ``preload`` it imports what torch.compile needs (dynamo, inductor) before it is ready: for a spare,
+        which has the time, so that a reference that compiles its baseline does not spend it then."""
         parent, child = socket.socketpair()
         self.scratch: str | None = None
         self.label = label
@@ -109,7 +112,7 @@ class WorkerProcess:
         self._oom_score_adj = _oom_score_adj("self")
         self.log_file = tempfile.NamedTemporaryFile(prefix=f"cuda_agent_{label}_", suffix=".log", delete=False)
         cmd = [*(prefix or []), sys.executable, "-m", "cuda_agent.sandbox.worker", str(child.fileno()),
-               *(["--warm"] if warm else [])]
+               *(["--warm"] if warm else []), *(["--preload"] if preload else [])]
         fds = [child.fileno()]
         self._status_fd: int | None = None
         self._status_pending = bytearray()
@@ -430,8 +433,8 @@ class SparePool:
                 self._free = [(k, w) for k, w in self._free if w is not worker]
                 self.taken += 1
             waiting = sum(1 for k, _ in self._free if k == key)
-            for _ in range(max(0, keep - waiting)):
-                self._free.append((key, WorkerProcess(env=env, label="spare", jail=jail)))
+            for _ in range(max(0, keep - waiting)):  # an unconfined one may be a reference, which compiles
+                self._free.append((key, WorkerProcess(env=env, label="spare", jail=jail, preload=jail is None)))
         if worker is None:
             return WorkerProcess(env=env, label=label, jail=jail)
         worker.label = label

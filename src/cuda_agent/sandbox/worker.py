@@ -221,16 +221,9 @@ class Worker:
             step("task")
             if self.role == "reference":
                 self.task_module, self.exporter = task, share.Exporter(self.device)
-                # the task's sizes from the meta device, before anything of it is made on the GPU
-                fp = memory.task_footprint(task, msg["init_inputs"])
-                info["footprint"] = fp.to_dict()
-                info["does_not_fit"] = memory.fit_problem(fp, msg.get("gpu_bytes"))
-                step("footprint")
-                if info["does_not_fit"]:
+                if msg.get("does_not_fit"):  # the evaluator's footprint (meta device): nothing of it is made here
                     return info
-                info["work"] = roofline.count_work(task, msg["init_inputs"]).to_dict()
-                self.count_on_trial = info["work"]["error"] is not None
-                step("flops")
+                self.count_on_trial = bool(msg.get("count_on_trial"))  # the meta device could not count FLOPs
             self.model = _construct(task.Model, msg["init_inputs"], msg["seed"], self.device)
             step("model")
             if self.role == "reference":  # the weights travel to the candidate on the GPU, as the inputs do
@@ -488,8 +481,6 @@ class Worker:
         return {"trials": results, "integrity": self._integrity()}
 
     def op_profile(self, msg: dict) -> dict:
-        from torch.profiler import ProfilerActivity, profile
-
         fn, ring, _n = self.timing_state
         iters = msg.get("iters", 3)
         if _REHEARSAL:  # no CUDA kernels to take a census of on the CPU
@@ -502,7 +493,7 @@ class Worker:
             iters = max(1, min(iters, len(ring.bufs)))
             sets = [ring.next() for _ in range(iters)]
             _sync()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            with _kernel_trace() as prof:
                 for inputs in sets:
                     fn(*inputs)
                 _sync()
@@ -515,6 +506,13 @@ class Worker:
                 kernels.append({"name": e.key, "count": int(e.count), "cuda_us": float(t)})
         kernels.sort(key=lambda k: -k["cuda_us"])
         return {"kernels": kernels, "iters": iters, "integrity": self._integrity()}
+
+
+def _kernel_trace():
+    """A trace of the CUDA kernels launched inside it (Kineto, device activity only). torch.autograd's
+    profiler, which torch.profiler.profile wraps: the wrapper's first use imports torch._inductor, and with
+    it dynamo (``hasattr(torch, "_inductor")`` in prepare_trace), seconds that the census does not need."""
+    return torch.autograd.profiler.profile(use_cpu=False, use_device="cuda", use_kineto=True)
 
 
 def _same_values(a: list, b: list) -> bool:
@@ -597,6 +595,11 @@ def main() -> None:
         _LANDLOCK = confine.enter_landlock()
         _GUARD = confine.enter_process_guard()
     _exit_with_parent()  # before any candidate code: its start is not counted against the candidate
+    if "--preload" in sys.argv[2:]:  # a spare (process.SparePool), idle until it is taken
+        import torch._dynamo  # noqa: F401 - what torch.compile imports first: seconds, paid while idle
+        import torch._inductor.compile_fx  # noqa: F401
+
+        _BOOT["compiler_s"] = _since_start()
     if "--warm" in sys.argv[2:] and not _REHEARSAL:
         _warm_cuda()
     conn = Connection(int(sys.argv[1]))

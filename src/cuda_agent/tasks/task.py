@@ -12,6 +12,7 @@ solutions are never loaded this way: see :mod:`cuda_agent.sandbox`.
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import importlib.util
 import itertools
@@ -117,9 +118,13 @@ def validate_task(task: Task) -> ModuleType:
         raise TaskError(f"{task.origin}: get_init_inputs() must return a list, got {type(init_inputs).__name__}")
     if not isinstance(inputs, (list, tuple)) or len(inputs) == 0:
         raise TaskError(f"{task.origin}: get_inputs() must return a non-empty list of tensors")
+    has_tensor = any(isinstance(x, torch.Tensor) for x in inputs)
     for i, x in enumerate(inputs):
         if not isinstance(x, torch.Tensor):
-            raise TaskError(f"{task.origin}: get_inputs()[{i}] is a {type(x).__name__}, not a torch.Tensor")
+            if has_tensor and isinstance(x, (bool, int, float)):  # a plain number beside tensors (KernelBench L1_5)
+                continue
+            raise TaskError(f"{task.origin}: get_inputs()[{i}] is a {type(x).__name__}, not a torch.Tensor "
+                            "(plain numbers are allowed beside at least one tensor)")
         if x.device.type != "cpu" and not (on_meta and x.device.type == "meta"):
             raise TaskError(f"{task.origin}: get_inputs()[{i}] is on {x.device}; "
                             "tasks create inputs on the CPU and the harness moves them")
@@ -129,38 +134,15 @@ def validate_task(task: Task) -> ModuleType:
 def _shapes_of_inputs(module: ModuleType) -> tuple[list, bool]:
     """``get_inputs()`` run without making its tensors, so that checking a task does not make its inputs on
     the host (KernelBench L1_47's are 8 GiB: about 10 s and 8 GiB of RSS each time). First on PyTorch's meta
-    device, with torch's default device set to it: shapes and dtypes, no memory, and nothing to import. A
-    task that names a device itself (``device=``, ``.cuda()``, ``.to(...)``) or needs what the meta device
-    lacks is run again under fake tensors (devices as written, no memory; they import dynamo, about a
-    second), and one that needs real values (``.item()``, data-dependent indexing) as written.
+    device (:func:`on_meta_device`): shapes and dtypes, no memory, and no dynamo to import. A task that names
+    a device itself (``device=``, ``.cuda()``, ``.to(...)``) or needs what the meta device lacks is run again
+    under fake tensors (devices as written, no memory; they import dynamo, about a second), and one that needs
+    real values (``.item()``, data-dependent indexing) as written.
     Returns the inputs and whether they are meta tensors (made on the default device: the CPU's)."""
     import torch
-    from torch.overrides import TorchFunctionMode
-
-    class NamesDevice(Exception):
-        pass
-
-    def names_device(x) -> bool:
-        if isinstance(x, torch.device):
-            return x.type != "meta"
-        if isinstance(x, str) and x.split(":")[0] in _DEVICE_TYPES:
-            return True
-        return isinstance(x, (list, tuple)) and any(names_device(y) for y in x)
-
-    class RefuseDevices(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            name = getattr(func, "__name__", "")
-            if name in _DEVICE_METHODS or (name == "to" and any(isinstance(a, int) and not isinstance(a, bool)
-                                                                 for a in args[1:])) \
-                    or any(names_device(a) for a in (*args, *kwargs.values())):
-                raise NamesDevice(name)
-            return func(*args, **kwargs)
 
     try:
-        if torch.get_default_device().type != "cpu":  # the task moved torch's default device itself
-            raise NamesDevice("set_default_device")
-        with torch.device("meta"), RefuseDevices():
+        with on_meta_device():
             inputs = module.get_inputs()
         if isinstance(inputs, (list, tuple)) and all(not isinstance(x, torch.Tensor) or x.device.type == "meta"
                                                      for x in inputs):
@@ -174,6 +156,44 @@ def _shapes_of_inputs(module: ModuleType) -> tuple[list, bool]:
             return module.get_inputs(), False
     except Exception:  # noqa: BLE001 - run as written below; its own error, if any, is the one reported
         return module.get_inputs(), False
+
+
+class NamesDevice(Exception):
+    """Raised under :func:`on_meta_device` by a call that names a device (or moved torch's default one)."""
+
+
+@contextlib.contextmanager
+def on_meta_device():
+    """Run the task's own code (``get_inputs()``, ``Model(...)`` and its forward) for shapes only: torch's
+    default device is the meta device (no memory is made anywhere), and any call that names a device
+    (``device=``, ``.cuda()``, ``.to(...)``, ``pin_memory``) raises :class:`NamesDevice`, so that no CUDA
+    context is ever made by it. So does a task that moved torch's default device itself."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    def names_device(x) -> bool:
+        if isinstance(x, torch.device):
+            return x.type != "meta"
+        if isinstance(x, str) and x.split(":")[0] in _DEVICE_TYPES:
+            return True
+        return isinstance(x, (list, tuple)) and any(names_device(y) for y in x)
+
+    class RefuseDevices(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = getattr(func, "__name__", "")
+            if func is torch.device:  # making a device object names nothing yet (the harness's own meta one)
+                return func(*args, **kwargs)
+            if name in _DEVICE_METHODS or (name == "to" and any(isinstance(a, int) and not isinstance(a, bool)
+                                                                 for a in args[1:])) \
+                    or any(names_device(a) for a in (*args, *kwargs.values())):
+                raise NamesDevice(name)
+            return func(*args, **kwargs)
+
+    if torch.get_default_device().type != "cpu":  # the task moved torch's default device itself
+        raise NamesDevice("set_default_device")
+    with torch.device("meta"), RefuseDevices():
+        yield
 
 
 _DEVICE_TYPES = frozenset({"cpu", "cuda", "meta", "xpu", "mps", "hip", "privateuseone", "xla", "lazy", "mtia"})
