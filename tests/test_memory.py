@@ -105,28 +105,3 @@ def test_the_evaluator_says_so_before_anything_runs(monkeypatch, tmp_path):
     assert v.verdict == "harness_error" and v.flags == ["does_not_fit"] and v.reward is None
     assert v.reasons[0].startswith("the task does not fit") and v.timing["footprint"]["input_mib"] == 1.0
     assert requests == []  # the reference said so in its setup: no candidate setup, trial or timing
-
-
-def test_the_evaluator_measures_the_task_on_the_meta_device_and_refuses_named_devices():
-    """measure_task runs in the evaluator's own process: the task's sizes and FLOPs come from the meta device,
-    and a task whose Model or forward names a device gets an error (NamesDevice), never a CUDA context made
-    in the evaluator (on this CPU-only torch a real ``.cuda()`` would fail differently: no CUDA compiled)."""
-    from cuda_agent.sandbox.evaluator import measure_task
-
-    fp, work = measure_task(_task(lambda: [torch.randn(8, 64)], lambda self, x: self.lin(x)), [])
-    assert (fp.input_bytes, fp.output_bytes, fp.error) == (8 * 64 * 4, 8 * 32 * 4, None)
-    assert work.error is None and work.flops == 2 * 8 * 64 * 32 and work.param_bytes == (64 * 32 + 32) * 4
-
-    fp, work = measure_task(_task(lambda: [torch.randn(8, 64)], lambda self, x: self.lin(x.cuda())), [])
-    assert fp.input_bytes == 8 * 64 * 4 and fp.output_bytes is None and "NamesDevice: cuda" in fp.error
-    assert work.flops is None and "NamesDevice: cuda" in work.error  # the reference counts on its first trial
-
-    fp, work = measure_task(_task(lambda: [torch.randn(8, 64, device="cuda")], lambda self, x: x), [])
-    assert fp.input_bytes is None and "NamesDevice" in fp.error and "NamesDevice" in work.error
-
-    torch.set_default_device("meta")  # a task that moved torch's default device when it was loaded
-    try:
-        fp, work = measure_task(_task(lambda: [torch.randn(8, 64)], lambda self, x: x), [])
-    finally:
-        torch.set_default_device(None)
-    assert fp.error == work.error == "NamesDevice: set_default_device" and fp.input_bytes is None

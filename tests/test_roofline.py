@@ -217,17 +217,17 @@ def test_the_measured_bandwidth_is_cached_per_gpu_and_torch(tmp_path):
 
 
 def test_profile_bounds_each_targets_kernel_time_with_the_meta_count(tmp_path):
-    """``profile`` has no verdict: its bound comes from the meta-device count (measure_task), its times
+    """``profile`` has no verdict: its bound comes from the reference worker's meta-device count, its times
     are each target's kernel time per call, and a bandwidth measured earlier is read from the cache."""
     from cuda_agent.sandbox.config import SandboxConfig
     from cuda_agent.sandbox.profiling import KernelRow, ProfileReport, _roofline
 
     work = R.count_work(_task(LINEAR), [128, 32])
-    setup = {"gpu": "NVIDIA H200", "torch": "2.9"}
+    setup = {"work": work.to_dict(), "gpu": "NVIDIA H200", "torch": "2.9"}
     report = ProfileReport(eager=[KernelRow("gemm", 1, 2.0, 1.0)], compile=[KernelRow("gemm", 1, 1.0, 1.0)],
                            candidate=[KernelRow("mine", 1, 0.5, 0.4), KernelRow("mine2", 1, 0.5, 0.6)])
     BaselineStore(tmp_path / "baselines.sqlite").put_bandwidth("NVIDIA H200", "2.9", 4000.0)
-    block = _roofline(work, setup, SandboxConfig(cache_dir=tmp_path), report)
+    block = _roofline(setup, SandboxConfig(cache_dir=tmp_path), report)
     nbytes = work.input_bytes + work.param_bytes + work.output_bytes
     assert block["hbm_gbs"] == 4000.0 and block["total_bytes"] == nbytes
     assert block["memory_bound_ms"] == pytest.approx(nbytes / 4e12 * 1e3, rel=1e-5)
@@ -235,7 +235,8 @@ def test_profile_bounds_each_targets_kernel_time_with_the_meta_count(tmp_path):
     assert block["fraction"] == pytest.approx(block["bound_ms"] / 1e-3, rel=1e-3)  # 1 us of kernels per call
     assert block["compile_fraction"] == pytest.approx(block["bound_ms"] / 1e-3, rel=1e-3)
     assert block["eager_fraction"] == pytest.approx(block["bound_ms"] / 2e-3, rel=1e-3)
-    assert _roofline(R.Work(error="x"), {"gpu": "g", "torch": "t"}, SandboxConfig(cache_dir=tmp_path), report) is None
+    assert _roofline({"work": R.Work(error="x").to_dict(), "gpu": "g", "torch": "t"}, SandboxConfig(cache_dir=tmp_path),
+                     report) is None
 
 
 def test_cuda_agent_evals_summary_has_the_headroom_line():

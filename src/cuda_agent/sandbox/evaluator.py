@@ -29,7 +29,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..tasks import NamesDevice, Task, TaskError, on_meta_device, validate_task
+from ..tasks import Task, TaskError, validate_task
 from . import confine, memory
 from . import inputs as trial_inputs
 from . import roofline
@@ -118,7 +118,7 @@ class _Evaluation:
         self.checksum_seed = secrets.randbits(40)
         self.out_bytes: list[int] | None = None  # sizes of the reference's output leaves (poisoned allocations)
         self.set_bytes: int | None = None  # bytes of one input set, as drawn
-        self.work: dict | None = None  # the reference's FLOPs (roofline.Work): meta device, else its first trial
+        self.work: dict | None = None  # the reference's FLOPs (roofline.Work), from its worker
         self.param_bytes = 0  # the bytes of the reference Model's state_dict
         self.measured_gbs: float | None = None  # the copy bandwidth measured on this GPU (roofline)
         self.jail = candidate_jail(config)  # how the candidate's worker is confined (None: unconfined)
@@ -146,9 +146,7 @@ class _Evaluation:
             self.ref = start_worker(env, "reference", cfg.spare_workers)
             module = validate_task(self.task)
             init_inputs = list(module.get_init_inputs())
-            footprint, work = measure_task(module, init_inputs)
-            v.timing["footprint"], self.work = footprint.to_dict(), work.to_dict()
-            self.ref_setup = reference_setup(self.task, cfg, self.seed, init_inputs, footprint, work)
+            self.ref_setup = reference_setup(self.task, cfg, self.seed, init_inputs)
             self.ref.send(self.ref_setup)
             built = self._build()
             if built is None:
@@ -167,9 +165,11 @@ class _Evaluation:
             self.param_bytes = ref_info.get("param_bytes") or 0
             restrain_candidate(self.cand, cfg, extra_mb=3 * self.param_bytes / 2**20)
             v.precision["baseline"] = ref_info["precision"]
+            v.timing["footprint"] = ref_info.get("footprint")
+            self.work = ref_info.get("work")
             self._mark("reference_setup")
-            if self.ref_setup["does_not_fit"]:  # said before anything runs, not a worker SIGKILLed half way
-                v.fail(HARNESS_ERROR, self.ref_setup["does_not_fit"])
+            if ref_info.get("does_not_fit"):  # said before anything runs, not a worker SIGKILLed half way
+                v.fail(HARNESS_ERROR, ref_info["does_not_fit"])
                 v.flag("does_not_fit")
                 return
             if self.jail is not None and not self._confinement_holds():
@@ -919,30 +919,10 @@ def restrain_candidate(worker: WorkerProcess, config: SandboxConfig, extra_mb: f
         worker.limit_memory(config.candidate_host_memory_gb * 1024 + extra_mb)
 
 
-def measure_task(module, init_inputs: list) -> tuple[memory.Footprint, roofline.Work]:
-    """The task's footprint (one input set, one output) and the FLOPs of one reference forward, from the
-    meta device, in the evaluator's own process: no memory, and no CUDA context (on_meta_device refuses any
-    call that names a device). The meta device's Python kernels import dynamo (seconds) on first use: paid
-    once per evaluating process (bench's lanes, the training service), not by every reference worker, and
-    in ``cuda-agent eval`` while the workers start. A task whose forward cannot run there gets ``error``
-    in both: then the fit is not checked, and the reference counts FLOPs on its first trial."""
-    try:
-        with on_meta_device():
-            return memory.task_footprint(module, init_inputs), roofline.count_work(module, init_inputs)
-    except NamesDevice as e:  # the task moved torch's default device (a device named inside is caught within)
-        why = f"NamesDevice: {e}"
-        return memory.Footprint(None, None, why), roofline.Work(where="meta", error=why)
-
-
-def reference_setup(task: Task, config: SandboxConfig, seed: int, init_inputs: list,
-                    footprint: memory.Footprint, work: roofline.Work) -> dict:
-    """The reference worker's setup. ``does_not_fit``: why the task cannot fit on this GPU at all (from
-    ``footprint``), in which case the worker makes nothing of it; ``count_on_trial``: count the FLOPs on
-    the first trial, which the meta device could not."""
+def reference_setup(task: Task, config: SandboxConfig, seed: int, init_inputs: list) -> dict:
     return {"op": "setup", "role": "reference", "precision": config.precision, "seed": seed,
             "task_source": task.source, "task_origin": task.origin, "init_inputs": init_inputs,
-            "does_not_fit": memory.fit_problem(footprint, gpu_memory_bytes(config.device)),
-            "count_on_trial": work.error is not None}
+            "gpu_bytes": gpu_memory_bytes(config.device)}
 
 
 def candidate_setup(task: Task, solution: Solution, built: BuildResult, config: SandboxConfig, seed: int,

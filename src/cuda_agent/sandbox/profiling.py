@@ -22,8 +22,8 @@ from .baselines import BaselineStore
 from .build import build
 from .config import SandboxConfig
 from . import confine
-from .evaluator import (candidate_jail, candidate_setup, measure_task, reference_setup, restrain_candidate,
-                        stage_candidate, traced_calls, worker_env)
+from .evaluator import (candidate_jail, candidate_setup, reference_setup, restrain_candidate, stage_candidate,
+                        traced_calls, worker_env)
 from .gpu import gpu_lock, no_gpu_reason
 from .process import WorkerDied, WorkerError, WorkerProcess, WorkerTimeout, start_worker
 from .solution import Solution
@@ -110,9 +110,7 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
                             candidate_jail(config))
         workers.append(cand)
         restrain_candidate(cand, config)
-        footprint, work = measure_task(module, init_inputs)
-        setup = ref.request(reference_setup(task, config, seed, init_inputs, footprint, work),
-                            config.baseline_timeout_s)
+        setup = ref.request(reference_setup(task, config, seed, init_inputs), config.baseline_timeout_s)
         cand_msg = candidate_setup(task, solution, built, dataclasses.replace(config, strict=True, calibrate=False),
                                    seed, init_inputs, setup["state_dict"], cand)
         cand.request(cand_msg, config.run_timeout_s)
@@ -126,7 +124,7 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
                 worker.request({"op": "prepare_timing", "target": target, **timing}, config.baseline_timeout_s)
                 prof = worker.request({"op": "profile", "iters": iters}, config.run_timeout_s)
                 setattr(report, attr, _rows(prof["kernels"], traced_calls(prof)))
-        report.roofline = _roofline(work, setup, config, report)
+        report.roofline = _roofline(setup, config, report)
         if use_ncu:
             report.ncu = _ncu(solution, built, cand_msg, env=cand_env, config=config, timing=timing,
                               kernels=[r.name for r in report.candidate[:3]])
@@ -140,9 +138,10 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
     return report
 
 
-def _roofline(work: roofline.Work, setup: dict, config: SandboxConfig, report: ProfileReport) -> dict | None:
-    """The bound from the task's count on the meta device (measure_task), against each target's kernel time."""
-    if work.error is not None or work.input_bytes is None:
+def _roofline(setup: dict, config: SandboxConfig, report: ProfileReport) -> dict | None:
+    """The bound from the reference worker's count (meta device), against each target's kernel time."""
+    work = roofline.Work.from_dict(setup["work"]) if setup.get("work") else None
+    if work is None or work.input_bytes is None:
         return None
     measured = BaselineStore(config.cache_dir / "baselines.sqlite").get_bandwidth(setup["gpu"], setup["torch"])
 

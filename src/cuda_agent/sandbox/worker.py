@@ -221,9 +221,18 @@ class Worker:
             step("task")
             if self.role == "reference":
                 self.task_module, self.exporter = task, share.Exporter(self.device)
-                if msg.get("does_not_fit"):  # the evaluator's footprint (meta device): nothing of it is made here
+                # the task's sizes from the meta device, before anything of it is made on the GPU (here, not in
+                # the evaluator: the task's forward runs, and a forward that exits or hangs must take only this
+                # process with it; its first run imports dynamo, which a spare has preloaded while idle)
+                fp = memory.task_footprint(task, msg["init_inputs"])
+                info["footprint"] = fp.to_dict()
+                info["does_not_fit"] = memory.fit_problem(fp, msg.get("gpu_bytes"))
+                step("footprint")
+                if info["does_not_fit"]:
                     return info
-                self.count_on_trial = bool(msg.get("count_on_trial"))  # the meta device could not count FLOPs
+                info["work"] = roofline.count_work(task, msg["init_inputs"]).to_dict()
+                self.count_on_trial = info["work"]["error"] is not None
+                step("flops")
             self.model = _construct(task.Model, msg["init_inputs"], msg["seed"], self.device)
             step("model")
             if self.role == "reference":  # the weights travel to the candidate on the GPU, as the inputs do

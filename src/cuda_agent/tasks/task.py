@@ -12,7 +12,6 @@ solutions are never loaded this way: see :mod:`cuda_agent.sandbox`.
 from __future__ import annotations
 
 import ast
-import contextlib
 import hashlib
 import importlib.util
 import itertools
@@ -134,15 +133,38 @@ def validate_task(task: Task) -> ModuleType:
 def _shapes_of_inputs(module: ModuleType) -> tuple[list, bool]:
     """``get_inputs()`` run without making its tensors, so that checking a task does not make its inputs on
     the host (KernelBench L1_47's are 8 GiB: about 10 s and 8 GiB of RSS each time). First on PyTorch's meta
-    device (:func:`on_meta_device`): shapes and dtypes, no memory, and no dynamo to import. A task that names
-    a device itself (``device=``, ``.cuda()``, ``.to(...)``) or needs what the meta device lacks is run again
-    under fake tensors (devices as written, no memory; they import dynamo, about a second), and one that needs
-    real values (``.item()``, data-dependent indexing) as written.
+    device, with torch's default device set to it: shapes and dtypes, no memory, and nothing to import. A
+    task that names a device itself (``device=``, ``.cuda()``, ``.to(...)``) or needs what the meta device
+    lacks is run again under fake tensors (devices as written, no memory; they import dynamo, about a
+    second), and one that needs real values (``.item()``, data-dependent indexing) as written.
     Returns the inputs and whether they are meta tensors (made on the default device: the CPU's)."""
     import torch
+    from torch.overrides import TorchFunctionMode
+
+    class NamesDevice(Exception):
+        pass
+
+    def names_device(x) -> bool:
+        if isinstance(x, torch.device):
+            return x.type != "meta"
+        if isinstance(x, str) and x.split(":")[0] in _DEVICE_TYPES:
+            return True
+        return isinstance(x, (list, tuple)) and any(names_device(y) for y in x)
+
+    class RefuseDevices(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = getattr(func, "__name__", "")
+            if name in _DEVICE_METHODS or (name == "to" and any(isinstance(a, int) and not isinstance(a, bool)
+                                                                 for a in args[1:])) \
+                    or any(names_device(a) for a in (*args, *kwargs.values())):
+                raise NamesDevice(name)
+            return func(*args, **kwargs)
 
     try:
-        with on_meta_device():
+        if torch.get_default_device().type != "cpu":  # the task moved torch's default device itself
+            raise NamesDevice("set_default_device")
+        with torch.device("meta"), RefuseDevices():
             inputs = module.get_inputs()
         if isinstance(inputs, (list, tuple)) and all(not isinstance(x, torch.Tensor) or x.device.type == "meta"
                                                      for x in inputs):
@@ -156,44 +178,6 @@ def _shapes_of_inputs(module: ModuleType) -> tuple[list, bool]:
             return module.get_inputs(), False
     except Exception:  # noqa: BLE001 - run as written below; its own error, if any, is the one reported
         return module.get_inputs(), False
-
-
-class NamesDevice(Exception):
-    """Raised under :func:`on_meta_device` by a call that names a device (or moved torch's default one)."""
-
-
-@contextlib.contextmanager
-def on_meta_device():
-    """Run the task's own code (``get_inputs()``, ``Model(...)`` and its forward) for shapes only: torch's
-    default device is the meta device (no memory is made anywhere), and any call that names a device
-    (``device=``, ``.cuda()``, ``.to(...)``, ``pin_memory``) raises :class:`NamesDevice`, so that no CUDA
-    context is ever made by it. So does a task that moved torch's default device itself."""
-    import torch
-    from torch.overrides import TorchFunctionMode
-
-    def names_device(x) -> bool:
-        if isinstance(x, torch.device):
-            return x.type != "meta"
-        if isinstance(x, str) and x.split(":")[0] in _DEVICE_TYPES:
-            return True
-        return isinstance(x, (list, tuple)) and any(names_device(y) for y in x)
-
-    class RefuseDevices(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            name = getattr(func, "__name__", "")
-            if func is torch.device:  # making a device object names nothing yet (the harness's own meta one)
-                return func(*args, **kwargs)
-            if name in _DEVICE_METHODS or (name == "to" and any(isinstance(a, int) and not isinstance(a, bool)
-                                                                 for a in args[1:])) \
-                    or any(names_device(a) for a in (*args, *kwargs.values())):
-                raise NamesDevice(name)
-            return func(*args, **kwargs)
-
-    if torch.get_default_device().type != "cpu":  # the task moved torch's default device itself
-        raise NamesDevice("set_default_device")
-    with torch.device("meta"), RefuseDevices():
-        yield
 
 
 _DEVICE_TYPES = frozenset({"cpu", "cuda", "meta", "xpu", "mps", "hip", "privateuseone", "xla", "lazy", "mtia"})
