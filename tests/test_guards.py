@@ -95,6 +95,9 @@ def test_the_snapshot_leaves_out_a_class_imported_from_elsewhere_but_fingerprint
                                   "meta_path", "tensor method"])
 def test_the_snapshot_notices_each_kind_of_tampering(monkeypatch, what):
     mod = _own_module()
+    profile = sys.getprofile()
+    if what == "precision" and hasattr(torch.backends.cuda.matmul, "fp32_precision"):  # flipping allow_tf32 sets it
+        monkeypatch.setattr(torch.backends.cuda.matmul, "fp32_precision", torch.backends.cuda.matmul.fp32_precision)
     snap = guards.integrity_snapshot((mod,))
     key = {"timer": "time.perf_counter", "builtin": "builtins.print", "own function": "cuda_agent_test_own.helper",
            "own method": "cuda_agent_test_own.Timer.read", "trace": "sys.trace", "precision": "precision",
@@ -118,7 +121,7 @@ def test_the_snapshot_notices_each_kind_of_tampering(monkeypatch, what):
     try:
         assert guards.integrity_diff(snap, guards.integrity_snapshot((mod,))) == [key]
     finally:
-        sys.setprofile(None)
+        sys.setprofile(profile)
 
 
 def test_the_precision_state_has_every_flag_that_changes_a_matmul():
@@ -172,9 +175,17 @@ def test_the_candidates_own_operators_pass_and_other_namespaces_are_recorded():
     assert g.violations == ["aten.add.Tensor", "prims.mul.default"]
 
 
-def test_settle_harness_runs_the_guard_once_so_torchs_lazy_setup_is_done_before_the_snapshot():
+def test_settle_harness_runs_the_guard_once_so_torchs_lazy_setup_is_done_before_the_snapshot(monkeypatch):
+    seen = []
+
+    class Recording(guards.TorchOpGuard):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return super().__torch_dispatch__(func, types, args, kwargs)
+
+    monkeypatch.setattr(guards, "TorchOpGuard", Recording)
     guards.settle_harness(torch.device("cpu"))
-    assert "torch.profiler" in sys.modules
+    assert "aten.empty.memory_format" in seen and "aten.zero_.default" in seen, seen
 
 
 # ----------------------------------------------------------------------------- poison_allocator

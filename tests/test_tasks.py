@@ -114,6 +114,10 @@ def test_a_plain_number_beside_a_tensor_is_an_input(tmp_path):
     load_task(write(tmp_path, "scalar.py", good("torch.randn(4, 8), 3.5")))
     with pytest.raises(TaskError, match=r"get_inputs\(\)\[1\] is a str"):
         load_task(write(tmp_path, "text.py", good("torch.randn(4, 8), 'x'")))
+    with pytest.raises(TaskError, match=r"get_inputs\(\)\[1\] is a float64"):  # numpy's: not a plain number
+        load_task(write(tmp_path, "np.py", "import numpy\n" + good("torch.randn(4, 8), numpy.float64(3.5)")))
+    with pytest.raises(TaskError, match=r"get_inputs\(\)\[0\] is a float"):  # a number needs a tensor beside it
+        load_task(write(tmp_path, "alone.py", good("3.5")))
 
 
 def test_empty_inputs_raise_task_error(tmp_path):

@@ -179,13 +179,13 @@ def test_overwrite_writes_new_values_into_the_very_same_buffers():
             [torch.zeros(4), torch.arange(3), 7]]
     ring = timing.InputRing(sets, torch.device("cpu"))
     ptrs = [[x.data_ptr() for x in s[:2]] for s in ring.bufs]
-    new = [[torch.arange(4.0) + 10, torch.arange(3) + 100, 7], [torch.arange(4.0) + 20, torch.arange(3) + 200, 7]]
+    new = [[torch.arange(4.0) + 10, torch.arange(3) + 100, 7], [torch.arange(4.0) + 20, torch.arange(3) + 200, 9]]
     out = ring.overwrite(new)
     assert out is ring.bufs
     assert [[x.data_ptr() for x in s[:2]] for s in out] == ptrs  # same addresses
     for got, want in zip(out, new):  # float and integer tensors alike, copies and not the caller's tensors
         assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
-        assert got[0] is not want[0] and got[2] == 7
+        assert got[0] is not want[0] and got[2] == want[2]  # a plain number: the new set's (7, then 9)
     assert torch.equal(out[2][0], torch.zeros(4)) and torch.equal(out[2][1], torch.arange(3))  # no new set: as it was
 
 

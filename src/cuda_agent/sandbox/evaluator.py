@@ -247,6 +247,8 @@ class _Evaluation:
             "boot_steps_s": {k: seconds(started.get(k)) for k in ("python_s", "torch_s", "harness_s", "compiler_s")
                              if k in started},
             "steps_s": {str(k)[:32]: seconds(x) for k, x in list(steps.items())[:16]}}
+        if isinstance(started.get("compiler_error"), str):  # a spare whose preload failed (the step needing it says)
+            self.v.timing["workers"][role]["preload_error"] = started["compiler_error"][:300]
 
     def _mark(self, phase: str) -> None:
         """Seconds since the previous mark, under timing["phases_s"] (where an evaluation's time goes)."""

@@ -72,11 +72,14 @@ class InputRing:
         return self.bufs[k]
 
     def overwrite(self, sets: list[list]) -> list[list]:
-        """Write new values into the very same buffers (same addresses) and return them."""
+        """Write new values into the very same buffers (same addresses) and return them; a plain number
+        (a float beside the tensors, as in KernelBench L1_5) is the new set's own."""
         for bufs, new in zip(self.bufs, sets):
-            for buf, x in zip(bufs, new):
-                if isinstance(buf, torch.Tensor):
-                    buf.copy_(x)
+            for i, x in enumerate(new[: len(bufs)]):
+                if isinstance(bufs[i], torch.Tensor):
+                    bufs[i].copy_(x)
+                else:
+                    bufs[i] = x
         return self.bufs
 
 

@@ -172,7 +172,7 @@ class Worker:
     def _others_share(self, peak_rss: float | None) -> float | None:
         """memory.others_share_mb (~5 ms to read), read again only when the peak RSS has grown by more than
         16 MiB or half a second has passed since the last read (it moves as the evaluation's processes map
-        the same libraries; a stale figure is the lower one, which overstates the PSS peak, never hides it)."""
+        the same libraries, and falls as they exit: a diagnostic, at most half a second stale)."""
         last, now = self._share_at, _perf()
         if last is None or peak_rss is None or peak_rss > last[0] + 16 or now > last[1] + 0.5:
             self._share_at = (peak_rss or 0.0, now, memory.others_share_mb())
@@ -605,9 +605,11 @@ def main() -> None:
         _GUARD = confine.enter_process_guard()
     _exit_with_parent()  # before any candidate code: its start is not counted against the candidate
     if "--preload" in sys.argv[2:]:  # a spare (process.SparePool), idle until it is taken
-        import torch._dynamo  # noqa: F401 - what torch.compile imports first: seconds, paid while idle
-        import torch._inductor.compile_fx  # noqa: F401
-
+        try:  # what the meta device's kernels and torch.compile import first: seconds, paid while idle
+            import torch._dynamo  # noqa: F401
+            import torch._inductor.compile_fx  # noqa: F401
+        except Exception as e:  # noqa: BLE001 - the step that needs it reports it (footprint, compile)
+            _BOOT["compiler_error"] = f"{type(e).__name__}: {e}"[:300]
         _BOOT["compiler_s"] = _since_start()
     if "--warm" in sys.argv[2:] and not _REHEARSAL:
         _warm_cuda()

@@ -120,7 +120,8 @@ def validate_task(task: Task) -> ModuleType:
     has_tensor = any(isinstance(x, torch.Tensor) for x in inputs)
     for i, x in enumerate(inputs):
         if not isinstance(x, torch.Tensor):
-            if has_tensor and isinstance(x, (bool, int, float)):  # a plain number beside tensors (KernelBench L1_5)
+            # a plain number beside tensors (KernelBench L1_5); not numpy's, which a worker's reply cannot carry
+            if has_tensor and type(x) in (bool, int, float):
                 continue
             raise TaskError(f"{task.origin}: get_inputs()[{i}] is a {type(x).__name__}, not a torch.Tensor "
                             "(plain numbers are allowed beside at least one tensor)")
