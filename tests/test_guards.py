@@ -4,6 +4,7 @@ allocator (its CUDA calls replaced by a recorder). The GPU suite shows them at w
 these pin each piece, so that mutation testing (benchmarks/mutation.py) finds a test for each."""
 import builtins
 import sys
+import threading
 import time
 import types
 
@@ -91,16 +92,17 @@ def test_the_snapshot_leaves_out_a_class_imported_from_elsewhere_but_fingerprint
     assert not any(k.startswith("cuda_agent_test_own.Foreign.") for k in snap)
 
 
-@pytest.mark.parametrize("what", ["timer", "builtin", "own function", "own method", "trace", "precision",
-                                  "meta_path", "tensor method"])
+@pytest.mark.parametrize("what", ["timer", "builtin", "own function", "own method", "trace", "thread trace",
+                                  "precision", "meta_path", "tensor method"])
 def test_the_snapshot_notices_each_kind_of_tampering(monkeypatch, what):
     mod = _own_module()
-    profile = sys.getprofile()
+    profile, thread_trace = sys.getprofile(), threading.gettrace()
     if what == "precision" and hasattr(torch.backends.cuda.matmul, "fp32_precision"):  # flipping allow_tf32 sets it
         monkeypatch.setattr(torch.backends.cuda.matmul, "fp32_precision", torch.backends.cuda.matmul.fp32_precision)
     snap = guards.integrity_snapshot((mod,))
     key = {"timer": "time.perf_counter", "builtin": "builtins.print", "own function": "cuda_agent_test_own.helper",
-           "own method": "cuda_agent_test_own.Timer.read", "trace": "sys.trace", "precision": "precision",
+           "own method": "cuda_agent_test_own.Timer.read", "trace": "sys.trace", "thread trace": "sys.trace",
+           "precision": "precision",
            "meta_path": "meta_path", "tensor method": "torch.Tensor.clone"}[what]
     if what == "timer":
         monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
@@ -112,16 +114,19 @@ def test_the_snapshot_notices_each_kind_of_tampering(monkeypatch, what):
         mod.Timer.read = lambda self: 3
     elif what == "trace":
         sys.setprofile(lambda *a: None)
+    elif what == "thread trace":  # what new threads will run under (threading.settrace)
+        threading.settrace(lambda *a: None)
     elif what == "precision":
         monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", not torch.backends.cuda.matmul.allow_tf32)
     elif what == "meta_path":
-        monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, object()])
+        monkeypatch.setattr(sys, "meta_path", [object(), *sys.meta_path[1:]])  # one finder swapped, same length
     elif what == "tensor method":
         monkeypatch.setattr(torch.Tensor, "clone", lambda self, *a, **k: self)
     try:
         assert guards.integrity_diff(snap, guards.integrity_snapshot((mod,))) == [key]
     finally:
         sys.setprofile(profile)
+        threading.settrace(thread_trace)
 
 
 def test_the_precision_state_has_every_flag_that_changes_a_matmul():
@@ -198,17 +203,26 @@ class _Recorder:
 
     def __init__(self, free: int, oom_after: int | None = None):
         self.blocks: list = []
+        self.live, self.live_at_alloc, self.asked = 0, [], []  # blocks alive when each allocation is asked for
         self.free, self.oom_after = free, oom_after
-        self.cuda = types.SimpleNamespace(mem_get_info=lambda device: (self.free, 8 * self.free))
+        self.cuda = types.SimpleNamespace(mem_get_info=lambda device: self.asked.append(device) or (self.free,
+                                                                                                 8 * self.free))
 
     def empty(self, n, dtype=None, device=None):
         if self.oom_after is not None and len(self.blocks) >= self.oom_after:
             raise torch.OutOfMemoryError("out of memory")
         rec = self
+        rec.live_at_alloc.append(rec.live)
 
         class Block:
+            def __init__(self):
+                rec.live += 1
+
             def fill_(self, value):
                 rec.blocks.append((n, dtype, device, value))
+
+            def __del__(self):
+                rec.live -= 1
 
         return Block()
 
@@ -217,11 +231,13 @@ def test_poison_allocator_fills_two_blocks_per_output_and_a_large_one(monkeypatc
     rec = _Recorder(free=64 << 20)
     monkeypatch.setattr(guards, "torch", rec)
     dev = types.SimpleNamespace(type="cuda")
-    guards.poison_allocator(dev, [100, 0, 5 << 20, 2 << 30], budget_bytes=8 << 20)
+    guards.poison_allocator(dev, [1, 0, 5 << 20, 2 << 30], budget_bytes=8 << 20)
     # each size within the budget twice (0 and the 2 GiB one skipped), then min(budget, free / 4)
-    assert rec.blocks == [(100, torch.uint8, dev, 0xFF), (5 << 20, torch.uint8, dev, 0xFF),
-                          (100, torch.uint8, dev, 0xFF), (5 << 20, torch.uint8, dev, 0xFF),
+    assert rec.blocks == [(1, torch.uint8, dev, 0xFF), (5 << 20, torch.uint8, dev, 0xFF),
+                          (1, torch.uint8, dev, 0xFF), (5 << 20, torch.uint8, dev, 0xFF),
                           (8 << 20, torch.uint8, dev, 0xFF)]
+    assert rec.asked == [dev]  # the free memory of the GPU being poisoned
+    assert rec.live_at_alloc == [0, 1, 2, 3, 4] and rec.live == 0  # all held until the end, then all freed
     rec.blocks.clear()
     guards.poison_allocator(dev, [8 << 20], budget_bytes=64 << 20)  # the size at the budget is poisoned
     assert [b[0] for b in rec.blocks] == [8 << 20, 8 << 20, 16 << 20]  # free / 4 below the budget
