@@ -258,3 +258,18 @@ def test_poison_allocator_stops_quietly_when_the_gpu_is_full_and_does_nothing_on
     rec.blocks.clear()
     guards.poison_allocator(types.SimpleNamespace(type="cpu"), [100], budget_bytes=1 << 30)
     assert rec.blocks == []
+
+
+def test_storage_overlap_and_bitwise_equality_at_their_edges():
+    # ranges that only touch do not overlap, in either order; an empty range on either side overlaps nothing
+    assert not guards.overlaps([(10, 20)], [(0, 10)]) and not guards.overlaps([(0, 10)], [(10, 20)])
+    assert not guards.overlaps([(0, 10)], [(5, 5)]) and not guards.overlaps([(5, 5)], [(0, 10)])
+    # the same bytes under another dtype are not the same tensor
+    assert not guards.bitwise_equal(torch.zeros(4), torch.zeros(4, dtype=torch.int32))
+
+
+def test_poison_allocator_poisons_even_a_one_byte_remainder(monkeypatch):
+    rec = _Recorder(free=4)  # free // 4 == 1 byte
+    monkeypatch.setattr(guards, "torch", rec)
+    guards.poison_allocator(types.SimpleNamespace(type="cuda"), [], budget_bytes=64 << 20)
+    assert [b[0] for b in rec.blocks] == [1]
