@@ -165,8 +165,9 @@ class Worker:
                            "message": str(e)[:2000], "phase": op})
                 return  # the context may be poisoned: never reuse this process
             if isinstance(reply, dict):
-                reply["memory"] = {"peak_rss_mb": memory.peak_rss_mb(), "peak_gpu_mb": memory.peak_gpu_mb(self.device),
-                                   "others_share_mb": self._others_share(memory.peak_rss_mb())}
+                peak_rss = memory.peak_rss_mb()
+                reply["memory"] = {"peak_rss_mb": peak_rss, "peak_gpu_mb": memory.peak_gpu_mb(self.device),
+                                   "others_share_mb": self._others_share(peak_rss)}
             self.send(reply)
 
     def _others_share(self, peak_rss: float | None) -> float | None:
