@@ -6,7 +6,7 @@ import types
 import pytest
 import torch
 
-from cuda_agent.sandbox import memory
+from cuda_agent.sandbox import memory, roofline
 from cuda_agent.sandbox.inputs import rotation_sets
 
 
@@ -105,3 +105,32 @@ def test_the_evaluator_says_so_before_anything_runs(monkeypatch, tmp_path):
     assert v.verdict == "harness_error" and v.flags == ["does_not_fit"] and v.reward is None
     assert v.reasons[0].startswith("the task does not fit") and v.timing["footprint"]["input_mib"] == 1.0
     assert requests == []  # the reference said so in its setup: no candidate setup, trial or timing
+
+
+def test_the_sizes_an_earlier_evaluation_read_are_used_from_the_baseline_cache(monkeypatch, tmp_path):
+    """The reference worker reads a task's footprint and FLOPs on the meta device once per task x torch; later
+    evaluations take them from the baseline cache (the meta device's first run imports dynamo: seconds). Here
+    the cache is planted with a footprint 65536 times the real one, and the fit check goes by it; with the
+    cache off, the worker reads the real one."""
+    from cuda_agent.sandbox import SandboxConfig, evaluate, evaluator, load_solution
+    from cuda_agent.sandbox.baselines import BaselineStore
+    from cuda_agent.tasks import load_task
+
+    from .conftest import SOLUTIONS, TASKS
+
+    monkeypatch.setenv("CUDA_AGENT_REHEARSAL", "cpu")
+    monkeypatch.setattr(evaluator, "gpu_memory_bytes", lambda device: 1 << 10)  # a 1 KiB "GPU": fails the fit
+    task = load_task(TASKS / "swish_small.py")
+    work = roofline.Work(flops=0).to_dict()
+    BaselineStore(tmp_path / "baselines.sqlite").put_sizes(
+        task.sha256, torch.__version__, {"footprint": {"input_bytes": 1 << 36, "output_bytes": 0}, "work": work})
+
+    def run(**cfg):
+        return evaluate(task, load_solution(SOLUTIONS / "rehearsal_swish_cpu"), SandboxConfig(cache_dir=tmp_path, **cfg))
+
+    v = run()
+    assert v.flags == ["does_not_fit"] and v.timing["footprint"] == {"input_mib": 65536.0, "output_mib": 0.0,
+                                                                     "cached": True}
+    assert "64.0 GiB" in v.reasons[0]
+    v = run(use_baseline_cache=False)
+    assert v.flags == ["does_not_fit"] and v.timing["footprint"] == {"input_mib": 1.0, "output_mib": 1.0}

@@ -77,6 +77,9 @@ def test_honest_solution_is_correct_and_every_timed_output_is_checked(rehearse):
                for s, e in v.timing["timed_windows"])
     again = rehearse(HONEST)
     assert again.verdict == "correct" and again.baseline_cached and again.build_s < 0.5
+    # the footprint and FLOPs as the first evaluation of the task read them on the meta device, from the cache
+    assert again.timing["footprint"] == {**v.timing["footprint"], "cached": True}
+    assert again.roofline["flops_counted_on"] == "meta" and again.roofline["uncounted_ops"] == r["uncounted_ops"]
 
 
 def test_skipping_work_while_timed_is_caught(rehearse, tmp_path):

@@ -1,5 +1,6 @@
-"""Eager and torch.compile timings, cached per task x GPU x torch x precision (SQLite), and the
-copy bandwidth measured on each GPU (roofline.measure_copy_bandwidth), per GPU x torch.
+"""Eager and torch.compile timings, cached per task x GPU x torch x precision (SQLite), the
+copy bandwidth measured on each GPU (roofline.measure_copy_bandwidth), per GPU x torch, and each task's
+sizes and FLOPs as read on the meta device, per task x torch.
 
 A second evaluation of the same task reads its baselines back in milliseconds, and
 torch.compile is not run again. Exported and imported as JSON (like KernelBench's timing
@@ -32,6 +33,10 @@ CREATE TABLE IF NOT EXISTS bandwidth (
     gpu TEXT NOT NULL, torch TEXT NOT NULL, method_version TEXT NOT NULL,
     gbs REAL NOT NULL, details TEXT, created REAL,
     PRIMARY KEY (gpu, torch, method_version)
+);
+CREATE TABLE IF NOT EXISTS task_sizes (
+    task_sha TEXT NOT NULL, torch TEXT NOT NULL, sizes TEXT NOT NULL, created REAL,
+    PRIMARY KEY (task_sha, torch)
 );
 """
 
@@ -96,6 +101,19 @@ class BaselineStore:
         with self._connect() as db:
             db.execute("INSERT OR REPLACE INTO bandwidth VALUES (?,?,?,?,?,?)",
                        (gpu, torch, BANDWIDTH_VERSION, gbs, json.dumps(details) if details else None, time.time()))
+
+    def get_sizes(self, task_sha: str, torch: str) -> dict | None:
+        """What the reference worker read of this task on the meta device in an earlier evaluation (its
+        footprint and FLOPs, see worker.op_setup), so that it need not run the task there again: the meta
+        device's Python kernels import dynamo on their first call, seconds of a one-shot evaluation."""
+        with self._connect() as db:
+            row = db.execute("SELECT sizes FROM task_sizes WHERE task_sha=? AND torch=?", (task_sha, torch)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def put_sizes(self, task_sha: str, torch: str, sizes: dict) -> None:
+        with self._connect() as db:
+            db.execute("INSERT OR REPLACE INTO task_sizes VALUES (?,?,?,?)",
+                       (task_sha, torch, json.dumps(sizes), time.time()))
 
     def claim(self, task_sha: str, gpu: str, torch: str, precision: str):
         """An exclusive claim on computing one baseline, across processes (an open file, flocked).

@@ -29,6 +29,8 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from ..tasks import Task, TaskError, validate_task
 from . import confine, memory
 from . import inputs as trial_inputs
@@ -147,6 +149,10 @@ class _Evaluation:
             module = validate_task(self.task)
             init_inputs = list(module.get_init_inputs())
             self.ref_setup = reference_setup(self.task, cfg, self.seed, init_inputs)
+            self.store = BaselineStore(cfg.cache_dir / "baselines.sqlite")
+            known = self.store.get_sizes(self.task.sha256, torch.__version__) if cfg.use_baseline_cache else None
+            if known:  # read on the meta device by an earlier evaluation: the worker need not run it there again
+                self.ref_setup["sizes"] = known
             self.ref.send(self.ref_setup)
             built = self._build()
             if built is None:
@@ -167,6 +173,8 @@ class _Evaluation:
             v.precision["baseline"] = ref_info["precision"]
             v.timing["footprint"] = ref_info.get("footprint")
             self.work = ref_info.get("work")
+            if cfg.use_baseline_cache and not known and ref_info.get("sizes"):
+                self.store.put_sizes(self.task.sha256, torch.__version__, ref_info["sizes"])
             self._mark("reference_setup")
             if ref_info.get("does_not_fit"):  # said before anything runs, not a worker SIGKILLed half way
                 v.fail(HARNESS_ERROR, ref_info["does_not_fit"])
@@ -571,7 +579,6 @@ class _Evaluation:
         """Compile the reference with torch.compile before taking the GPU lock, when the
         baseline will be needed (compilation is CPU work and can take a minute)."""
         v, cfg = self.v, self.config
-        self.store = BaselineStore(cfg.cache_dir / "baselines.sqlite")
         self.cached_baseline = (self.store.get(self.task.sha256, v.gpu, v.torch_version, cfg.precision)
                                 if cfg.use_baseline_cache else None)
         self.compile_error = None

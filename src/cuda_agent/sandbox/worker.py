@@ -19,6 +19,7 @@ cannot run code in the evaluator by crafting its reply.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import io
 import os
@@ -224,14 +225,17 @@ class Worker:
                 self.task_module, self.exporter = task, share.Exporter(self.device)
                 # the task's sizes from the meta device, before anything of it is made on the GPU (here, not in
                 # the evaluator: the task's forward runs, and a forward that exits or hangs must take only this
-                # process with it; its first run imports dynamo, which a spare has preloaded while idle)
-                fp = memory.task_footprint(task, msg["init_inputs"])
-                info["footprint"] = fp.to_dict()
+                # process with it; its first run imports dynamo, which a spare has preloaded while idle), or as
+                # an earlier evaluation of the same task read them (msg["sizes"], from the baseline cache)
+                known = msg.get("sizes")
+                fp = memory.Footprint(**known["footprint"]) if known else memory.task_footprint(task, msg["init_inputs"])
+                info["footprint"] = {**fp.to_dict(), **({"cached": True} if known else {})}
                 info["does_not_fit"] = memory.fit_problem(fp, msg.get("gpu_bytes"))
                 step("footprint")
                 if info["does_not_fit"]:
                     return info
-                info["work"] = roofline.count_work(task, msg["init_inputs"]).to_dict()
+                info["work"] = known["work"] if known else roofline.count_work(task, msg["init_inputs"]).to_dict()
+                info["sizes"] = {"footprint": dataclasses.asdict(fp), "work": info["work"]}
                 self.count_on_trial = info["work"]["error"] is not None
                 step("flops")
             self.model = _construct(task.Model, msg["init_inputs"], msg["seed"], self.device)
