@@ -150,8 +150,9 @@ case "$stage" in
     ls .whl/einops-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps .whl/einops-*.whl 2>&1 | grep -v WARNING
     [ -d /tmp/roofline_levels ] || [ ! -f third_party/roofline_levels.tar.gz ] || \
       { mkdir -p /tmp/roofline_levels && tar -xzf third_party/roofline_levels.tar.gz -C /tmp/roofline_levels; }
+    # LEVELS_PER_GPU=2: two evaluations share the GPU (their timings still exclusive; memory by gpu.GpuMemory)
     timeout -s INT "${LEVELS_TIMEOUT:-520}" cuda-agent bench --kernelbench third_party/KernelBench/KernelBench --levels 1,2,3 --calibrate \
-      --out /tmp/roofline_levels --no-progress > "$OUT/roofline_levels.log" 2>&1
+      --per-gpu "${LEVELS_PER_GPU:-1}" --out /tmp/roofline_levels --no-progress > "$OUT/roofline_levels.log" 2>&1
     tail -5 "$OUT/roofline_levels.log"
     cuda-agent report /tmp/roofline_levels --out /tmp/roofline_levels/report > "$OUT/report_cmd.log" 2>&1
     cp /tmp/roofline_levels/report/{report.md,tasks.md,summary.json,roofline.png} "$OUT/" 2>/dev/null

@@ -134,3 +134,104 @@ def test_the_sizes_an_earlier_evaluation_read_are_used_from_the_baseline_cache(m
     assert "64.0 GiB" in v.reasons[0]
     v = run(use_baseline_cache=False)
     assert v.flags == ["does_not_fit"] and v.timing["footprint"] == {"input_mib": 1.0, "output_mib": 1.0}
+
+
+def test_gpu_need_is_the_largest_of_its_three_multiples_plus_weights_and_a_fixed_part():
+    gib = 1 << 30
+    fixed = memory.GPU_NEED["fixed_gib"] * gib
+    assert memory.gpu_need(6 * gib, 6 * gib) == 7 * 12 * gib + fixed  # in and out alike: 7 x (in + out)
+    assert memory.gpu_need(8 * gib, 0) == 9 * 8 * gib + fixed  # a small output: 9 x in
+    assert memory.gpu_need(gib // 512, 4 * gib) == 8 * 4 * gib + fixed  # a small input: 8 x out
+    assert memory.gpu_need(gib, None, param_bytes=gib) == 9 * gib + 3 * gib + fixed
+    assert memory.gpu_need(None, gib) is None  # unknown: the evaluation waits for the GPU to itself
+
+
+def _ledger(tmp_path, total):
+    from cuda_agent.sandbox.gpu import GpuMemory
+
+    m = GpuMemory(tmp_path, 0, total)
+    m.POLL_S = 0.02
+    return m
+
+
+def test_gpu_memory_reservations_wait_for_room_and_count_until_the_workers_are_gone(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    gib = 1 << 30
+    first, second = _ledger(tmp_path, 10 * gib), _ledger(tmp_path, 10 * gib)
+    assert first.reserve(8 * gib, timeout_s=1) and first.waited_s < 0.5
+    assert not second.reserve(3 * gib, timeout_s=0.3) and second.waited_s >= 0.3  # 8 + 3 > 10: it waited
+    assert second.reserve(2 * gib, timeout_s=1)  # 8 + 2 fits
+    second.release([])
+    assert second.others_bytes() == 8 * gib
+    # released while a worker of it is still running: counted until that worker's process group is empty
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        first.release([worker.pid])
+        assert _ledger(tmp_path, 10 * gib).others_bytes() == 8 * gib
+        late = _ledger(tmp_path, 10 * gib)
+        assert not late.reserve(3 * gib, timeout_s=0.2)
+        worker.kill()
+        worker.wait()
+        t0 = time.monotonic()
+        assert late.reserve(3 * gib, timeout_s=5) and time.monotonic() - t0 < 1
+    finally:
+        worker.kill()
+    assert not list(late.dir.glob("*.tmp"))
+
+
+def test_a_lone_evaluation_is_admitted_whatever_it_asks_and_a_dead_owners_reservation_is_dropped(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    gib = 1 << 30
+    alone = _ledger(tmp_path, gib)
+    assert alone.reserve(100 * gib, timeout_s=0.1)  # nothing else on the GPU: a task above it was refused earlier
+    alone.release([])
+    assert not list(alone.dir.glob("*.json"))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (alone.dir / "stale.json").write_text(json.dumps({"bytes": 100 * gib, "owner": int(dead.stdout), "released": False}))
+    (alone.dir / "torn.json").write_text('{"bytes": ')  # half-written: not counted
+    assert _ledger(tmp_path, gib).reserve(gib // 2, timeout_s=0.1)
+    assert not (alone.dir / "stale.json").exists()
+
+
+def test_an_evaluation_reserves_its_gpu_memory_and_waits_for_the_others(monkeypatch, tmp_path):
+    """Bench lanes sharing a GPU: an evaluation holds memory.gpu_need of its task before its trials, and waits
+    while another evaluation's reservation leaves no room (here for gpu_memory_wait_s, then it goes on and says
+    so). Once it is over, its reservation is gone with its workers."""
+    import json
+    import time
+
+    from cuda_agent.sandbox import SandboxConfig, evaluate, evaluator, load_solution
+    from cuda_agent.sandbox.gpu import GpuMemory
+    from cuda_agent.tasks import load_task
+
+    from .conftest import SOLUTIONS, TASKS
+
+    gib = 1 << 30
+    monkeypatch.setenv("CUDA_AGENT_REHEARSAL", "cpu")
+    monkeypatch.setattr(evaluator, "gpu_memory_bytes", lambda device: 64 * gib)
+    other = GpuMemory(tmp_path, 0, 64 * gib)
+    assert other.reserve(58 * gib, timeout_s=1)  # 58 + 4 GiB and more: above 95% of 64 GiB
+    v = evaluate(load_task(TASKS / "swish_small.py"), load_solution(SOLUTIONS / "rehearsal_swish_cpu"),
+                 SandboxConfig(cache_dir=tmp_path, rep_ms=20.0, warmup_ms=5.0, run_timeout_s=120.0, profile=False,
+                               gpu_memory_wait_s=0.5))
+    assert v.verdict == "correct", (v.reasons, v.log)
+    need = memory.gpu_need(1 << 20, 1 << 20)  # swish_small: 1 MiB in, 1 MiB out, no weights
+    assert v.timing["gpu_memory"]["reserved_mb"] == round(need / 2**20)
+    assert v.timing["gpu_memory"]["waited_s"] >= 0.5 and "timed out" in v.timing["gpu_memory"]["unreserved"]
+    other.release([])
+    again = evaluate(load_task(TASKS / "swish_small.py"), load_solution(SOLUTIONS / "rehearsal_swish_cpu"),
+                     SandboxConfig(cache_dir=tmp_path, rep_ms=20.0, warmup_ms=5.0, run_timeout_s=120.0, profile=False))
+    assert again.verdict == "correct" and again.timing["gpu_memory"]["waited_s"] < 0.5
+    assert "unreserved" not in again.timing["gpu_memory"]
+    files = list(other.dir.glob("*.json"))  # its reservation, released: it lasts while its workers do
+    assert all(json.loads(f.read_text())["released"] for f in files)
+    deadline = time.monotonic() + 10
+    while other.others_bytes() and time.monotonic() < deadline:  # the workers were killed, not waited for
+        time.sleep(0.1)
+    assert other.others_bytes() == 0 and not list(other.dir.glob("*.json"))

@@ -54,6 +54,9 @@ class SandboxConfig:
     None: no limit."""
     baseline_timeout_s: float = 900.0
     """The reference worker compiles with torch.compile, which can take minutes."""
+    gpu_memory_wait_s: float = 900.0
+    """How long an evaluation waits for other evaluations on its GPU to leave it the memory it expects to
+    need (gpu.GpuMemory); after that it goes on without, and ``timing.gpu_memory`` says so."""
     excessive_speedup: float = 10.0
     """A speedup over eager above this is flagged and re-checked with extra trials."""
     strict: bool = True

@@ -39,7 +39,7 @@ from .baselines import Baseline, BaselineStore
 from .build import BuildResult, build, stage_solution
 from .compare import Comparison, is_precision_downgrade
 from .config import SandboxConfig
-from .gpu import GpuLock, gpu_memory_bytes, no_gpu_reason, rehearsal
+from .gpu import GpuLock, GpuMemory, gpu_memory_bytes, no_gpu_reason, rehearsal
 from .logs import trim_traceback
 from .memory import peak_rss_mb, reset_peak_rss
 from .process import (MAX_UNTRUSTED_REPLY, BadReply, ReplyTooLong, WorkerDied, WorkerError, WorkerOverMemory,
@@ -123,6 +123,7 @@ class _Evaluation:
         self.work: dict | None = None  # the reference's FLOPs (roofline.Work), from its worker
         self.param_bytes = 0  # the bytes of the reference Model's state_dict
         self.measured_gbs: float | None = None  # the copy bandwidth measured on this GPU (roofline)
+        self.gpu_memory: GpuMemory | None = None  # what this evaluation reserved of the GPU's memory
         self.jail = candidate_jail(config)  # how the candidate's worker is confined (None: unconfined)
         self.oom_kills = memory.oom_kills()  # the host's count, to tell the OOM killer's SIGKILL from others
         self._t_mark = time.perf_counter()
@@ -180,6 +181,7 @@ class _Evaluation:
                 v.fail(HARNESS_ERROR, ref_info["does_not_fit"])
                 v.flag("does_not_fit")
                 return
+            self._reserve_gpu_memory(ref_info)
             if self.jail is not None and not self._confinement_holds():
                 return
             cand_info = self._cand_step(lambda: self.cand.request(candidate_setup(
@@ -213,6 +215,23 @@ class _Evaluation:
             for w in (self.cand, self.ref):  # nothing left to say to them: no graceful exit to wait for
                 if w is not None:
                     w.cleanup(wait=False)
+            if self.gpu_memory is not None:  # held until the workers' processes are gone
+                self.gpu_memory.release([w.proc.pid for w in (self.cand, self.ref) if w is not None])
+
+    def _reserve_gpu_memory(self, ref_info: dict) -> None:
+        """Hold what this evaluation is expected to need of the GPU's memory (memory.gpu_need) before its
+        trials make the task's tensors there, beside other evaluations sharing the GPU (bench --per-gpu > 1);
+        an evaluation of unknown size waits until it has the GPU to itself."""
+        cfg, fp = self.config, (ref_info.get("sizes") or {}).get("footprint") or {}
+        total = gpu_memory_bytes(cfg.device)
+        need = memory.gpu_need(fp.get("input_bytes"), fp.get("output_bytes"), self.param_bytes)
+        need = total if need is None else need
+        self.gpu_memory = GpuMemory(cfg.cache_dir, cfg.device, int(total * 0.95) if total else None)
+        reserved = self.gpu_memory.reserve(need or 0, cfg.gpu_memory_wait_s)
+        self.v.timing["gpu_memory"] = {"reserved_mb": round((need or 0) / 2**20),
+                                       "waited_s": round(self.gpu_memory.waited_s, 3)}
+        if not reserved:
+            self.v.timing["gpu_memory"]["unreserved"] = "the wait for other evaluations' memory timed out"
 
     def _memory_figures(self) -> None:
         """Peak host RSS of the evaluator and of each worker, and peak GPU memory of each worker, for this

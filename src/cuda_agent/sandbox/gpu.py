@@ -1,4 +1,5 @@
-"""What GPU is here, and the lock that keeps timings from overlapping on it.
+"""What GPU is here, the lock that keeps timings from overlapping on it, and the ledger that keeps
+evaluations sharing it within its memory.
 
 The evaluator asks ``nvidia-smi`` rather than initializing CUDA itself, so the trusted
 process never holds a CUDA context it does not need.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import json
 import os
 import shutil
 import subprocess
@@ -169,6 +171,120 @@ class GpuLock:
                     yield
             finally:
                 fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+class GpuMemory:
+    """The GPU memory that evaluations sharing one GPU (bench lanes, ``--per-gpu`` > 1) have reserved, across
+    processes: one small JSON file per reservation under ``locks/gpu-<uuid>.mem/``, read and written under
+    an flock. An evaluation reserves its expected peak (:func:`memory.gpu_need`) before its trials make the
+    task's tensors on the GPU, and waits while the others' reservations and its own would not fit the GPU;
+    with no other reservation it is admitted whatever it asks (a task above the whole GPU was refused before,
+    by memory.fit_problem). A reservation counts until it is released and then until no process is left in the
+    process groups of the evaluation's workers (their memory is freed with them), or until the process that
+    made it is gone."""
+
+    POLL_S = 0.2
+
+    def __init__(self, cache_dir: Path, device: int = 0, total_bytes: int | None = None):
+        info = gpu_info(device)
+        key = info.uuid if info else f"dev{device}"
+        lock_dir = Path(cache_dir) / "locks"
+        self.dir = lock_dir / f"gpu-{key}.mem"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.guard = lock_dir / f"gpu-{key}.mem.lock"
+        self.total = total_bytes
+        self.path: Path | None = None
+        self.waited_s = 0.0
+        """How long :meth:`reserve` waited for the others' memory."""
+
+    def others_bytes(self) -> int:
+        """Bytes the other live reservations hold (call under the guard); stale files are removed."""
+        held = 0
+        for f in self.dir.glob("*.json"):
+            if f == self.path:
+                continue
+            try:
+                r = json.loads(f.read_text())
+                live = (_groups_alive(r.get("workers", [])) if r.get("released") else _alive(int(r["owner"])))
+                n = int(r["bytes"])
+            except (OSError, ValueError, KeyError, TypeError):  # half-written or foreign: not counted
+                continue
+            if live:
+                held += n
+            else:
+                f.unlink(missing_ok=True)
+        return held
+
+    def reserve(self, need: int, timeout_s: float) -> bool:
+        """Wait until ``need`` bytes fit beside the other reservations (or none is left), then hold them.
+        False if ``timeout_s`` passed first (the evaluation then goes on, unreserved, and says so)."""
+        t0 = time.monotonic()
+        self.path = self.dir / f"{os.getpid()}-{time.monotonic_ns()}-{id(self)}.json"
+        while True:
+            with open(self.guard, "a") as guard:
+                fcntl.flock(guard, fcntl.LOCK_EX)
+                others = self.others_bytes()
+                if others == 0 or self.total is None or others + need <= self.total:
+                    self._write({"bytes": int(need), "owner": os.getpid(), "released": False})
+                    self.waited_s = time.monotonic() - t0
+                    return True
+            if time.monotonic() - t0 > timeout_s:
+                self.path, self.waited_s = None, time.monotonic() - t0
+                return False
+            time.sleep(self.POLL_S)
+
+    def release(self, groups: list[int]) -> None:
+        """The evaluation is done; its memory is free once the process groups ``groups`` (its workers', each
+        started in a session of its own) have no process left."""
+        if self.path is None:
+            return
+        with open(self.guard, "a") as guard:
+            fcntl.flock(guard, fcntl.LOCK_EX)
+            if _groups_alive(groups):
+                self._write({"bytes": json.loads(self.path.read_text())["bytes"], "owner": os.getpid(),
+                             "released": True, "workers": list(groups)})
+            else:
+                self.path.unlink(missing_ok=True)
+        self.path = None
+
+    def _write(self, record: dict) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, self.path)
+
+
+def _groups_alive(groups: list[int]) -> bool:
+    """Whether any process that is not a zombie belongs to one of the process groups ``groups``."""
+    wanted = {str(g) for g in groups}
+    if not wanted:
+        return False
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[2] in wanted and fields[0] != "Z":
+                return True
+    return False
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (an exited child not yet reaped holds no memory)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
 
 
 def gpu_lock(cache_dir: Path, device: int = 0):

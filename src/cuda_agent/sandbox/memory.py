@@ -63,6 +63,25 @@ def fit_problem(fp: Footprint, gpu_bytes: int | None) -> str | None:
             f"the GPU has {gpu_bytes / gib:.1f} GiB")
 
 
+GPU_NEED = {"per_footprint": 7, "per_input": 9, "per_output": 8, "per_param": 3, "fixed_gib": 4}
+"""What an evaluation is expected to hold on the GPU at its peak, reference and candidate workers together
+(:func:`gpu_need`): the largest of 7 x (input + output), 9 x input and 8 x output, plus 3 x the weights and
+4 GiB. Fitted above the peaks measured over KernelBench level 1 on an H200 (benchmarks/RESULTS.md): between
+5 and 8 x (input + output) on large tasks, up to 9 x input where the output is small (trial sets, their
+copies for the mutation check, the timing ring, on both sides) and 8 x output where the input is small (the
+outputs, the poisoned allocations, the comparison's chunks)."""
+
+
+def gpu_need(input_bytes: int | None, output_bytes: int | None, param_bytes: int = 0) -> int | None:
+    """The GPU memory an evaluation of a task of these sizes reserves before its trials (gpu.GpuMemory),
+    by :data:`GPU_NEED`. None: the input's size is unknown (the evaluation then waits for the GPU to itself)."""
+    if input_bytes is None:
+        return None
+    k, out = GPU_NEED, output_bytes or 0
+    return (max(k["per_footprint"] * (input_bytes + out), k["per_input"] * input_bytes, k["per_output"] * out)
+            + k["per_param"] * param_bytes + (k["fixed_gib"] << 30))
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident set (VmHWM; since the last reset_peak_rss where Linux allows it)."""
     try:
