@@ -43,6 +43,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from cuda_agent.bench.metrics import union_s
+
 TARGET_BUSY = 0.70
 
 
@@ -107,16 +109,6 @@ class SmiSampler:
         self.proc.wait(10)
         self.thread.join(5)
         return round(sum(self.samples) / len(self.samples) / 100, 3) if self.samples else None
-
-
-def union_s(intervals: list) -> float:
-    """Seconds covered by the union of (start, end) intervals."""
-    total, end = 0.0, float("-inf")
-    for s, e in sorted(intervals):
-        if e > end:
-            total += e - max(s, end)
-            end = e
-    return total
 
 
 def run_bench(problems: Path, solutions: Path, run_dir: Path, gpus: str, per_gpu: int, env: dict,

@@ -92,3 +92,22 @@ def test_overall_is_weighted_by_task_count():
 def test_tasks_without_a_level_get_their_own_split():
     rows = [(None, {"verdict": "correct", "speedup_vs_eager": 1.5}), (1, {"verdict": "rejected"})]
     assert [s.split for s in summarize_levels(rows)] == ["Level 1", "Other", "Overall"]
+
+
+def test_gpu_busy_is_the_lock_union_over_the_time_evaluations_ran_per_gpu():
+    from cuda_agent.bench.metrics import gpu_busy, union_s
+    from cuda_agent.bench.store import Result
+
+    def res(lane, started, finished, intervals):
+        return Result("t", 0, "evaluated", {"timing": {"gpu_lock_intervals": intervals}}, lane=lane,
+                      started=started, finished=finished)
+
+    assert union_s([(0, 2), (1, 3), (5, 6)]) == 4 and union_s([]) == 0
+    rows = [res("gpu0.0", 0, 10, [(1, 4)]), res("gpu0.1", 2, 12, [(3, 6), (8, 9)]),  # two lanes: 1-6 and 8-9
+            res("gpu0.0", 100, 110, [(100, 105)]),  # after a 88 s gap (a resumed run): not counted
+            res("gpu1.0", 0, 4, [(0, 4)]),  # a second GPU, busy throughout
+            res("cpu", 0, 50, [(0, 50)]), res("gpu0.0", None, None, [(0, 99)])]  # no GPU lane, never finished
+    b = gpu_busy(rows)
+    assert (b.lock_s, b.running_s, b.gpus) == (6 + 5 + 4, 12 + 10 + 4, 2)
+    assert b.share == pytest.approx(15 / 26)
+    assert gpu_busy([res("cpu", 0, 1, [])]).share is None

@@ -25,6 +25,10 @@ sample counts once, so a rate is the expected rate of a single sample (pass@1 st
   correct attempts that have both the candidate's and compile's fraction, for both, so the two figures
   are of the same tasks. A fraction above 1.0 is a bug the verdict flags (``roofline_above_bound``); the
   attempts so flagged are counted, never left out silently.
+* **GPU-busy share**: per GPU, the union of the intervals in which some evaluation held the sandbox's GPU
+  lock (``timing.gpu_lock_intervals``; overlapping holds of concurrent lanes count once) over the union of
+  the intervals in which some evaluation was running on it (each attempt's start to finish; the gaps
+  between the calls of a resumed run are not counted), summed over GPUs.
 * **calibration** (``bench --calibrate``): each task's own Model timed as the candidate; the share
   of tasks whose speed-up vs eager lies within 1.00 +- 0.03 says how far the harness itself moves
   the figures.
@@ -245,6 +249,41 @@ def calibration_row(task: str, verdict: dict[str, Any]) -> CalibrationRow:
     share = gpu_s / eval_s if gpu_s is not None and eval_s else None
     return CalibrationRow(task, verdict.get("verdict", "?"), verdict.get("speedup_vs_eager"), eval_s, share,
                           timing.get("peak_host_rss_mb"), timing.get("peak_gpu_mb"))
+
+
+def union_s(intervals: Iterable[Sequence[float]]) -> float:
+    """Seconds covered by the union of (start, end) intervals."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
+
+
+@dataclass
+class GpuBusy:
+    share: float | None
+    lock_s: float
+    running_s: float
+    gpus: int
+
+
+def gpu_busy(results: Iterable[Any]) -> GpuBusy:
+    """The GPU-busy share of a run's results (bench Result rows: ``lane``, ``started``, ``finished``,
+    ``verdict``), as defined in this module's doc; None when no attempt held a GPU."""
+    lock: dict[str, list] = {}
+    running: dict[str, list] = {}
+    for r in results:
+        if not (r.lane or "").startswith("gpu") or r.started is None or r.finished is None:
+            continue
+        gpu = r.lane.split(".")[0]
+        running.setdefault(gpu, []).append((r.started, r.finished))
+        lock.setdefault(gpu, []).extend((r.verdict.get("timing") or {}).get("gpu_lock_intervals") or [])
+    lock_s = sum(union_s(iv) for iv in lock.values())
+    running_s = sum(union_s(iv) for iv in running.values())
+    share = lock_s / running_s if running_s > 0 and lock_s > 0 else None
+    return GpuBusy(share, round(lock_s, 1), round(running_s, 1), len(running))
 
 
 def calibrated_share(rows: Sequence[CalibrationRow]) -> float:

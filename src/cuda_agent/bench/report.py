@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .metrics import (BASELINES, CALIBRATION_TOLERANCE, DEFINITIONS, FAST_P, NO_SOLUTION, ROOFLINE_KEYS,
-                      CalibrationRow, Summary, calibrated_share, calibration_row, roofline_fraction, split_name,
+                      CalibrationRow, Summary, calibrated_share, calibration_row, gpu_busy, roofline_fraction, split_name,
                       summarize_levels, verdict_category)
 from .store import Result, load_run
 
@@ -203,6 +203,9 @@ def summary_json(runs: list[RunData]) -> dict:
     for run in runs:
         entry = {"name": run.name, "path": str(run.path), "mode": run.config.get("mode"),
                  "summaries": [dataclasses.asdict(s) for s in run.summaries]}
+        busy = gpu_busy(run.results)
+        if busy.share is not None:
+            entry["gpu_busy"] = dataclasses.asdict(busy)
         if run.calibration:
             entry["calibration"] = {"tolerance": CALIBRATION_TOLERANCE, "within_share": calibrated_share(run.calibration),
                                     "tasks": [{**dataclasses.asdict(r), "within": r.within} for r in run.calibration]}
@@ -216,7 +219,15 @@ def environment_lines(run: RunData) -> list[str]:
             f"{len(run.results)} attempts, started {started[0] if started else '?'}"),
             f"- GPU: {', '.join(run.gpus) or 'none recorded (no attempt reached the GPU)'}",
             f"- torch: {', '.join(run.torch_versions) or '?'}   precision mode: {', '.join(run.precisions) or '?'}"
-            f"   rules: {', '.join(run.rule_sets)}"]
+            f"   rules: {', '.join(run.rule_sets)}", *busy_lines(run)]
+
+
+def busy_lines(run: RunData) -> list[str]:
+    b = gpu_busy(run.results)
+    if b.share is None:
+        return []
+    return [f"- GPU-busy share: {pct(b.share)} (the GPU lock held {b.lock_s:.0f} s of the {b.running_s:.0f} s in which "
+            f"evaluations ran, {b.gpus} GPU{'s' if b.gpus > 1 else ''})"]
 
 
 def first_reason(r: Result) -> str:
