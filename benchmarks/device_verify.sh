@@ -157,6 +157,7 @@ case "$stage" in
     cuda-agent report /tmp/roofline_levels --out /tmp/roofline_levels/report > "$OUT/report_cmd.log" 2>&1
     cp /tmp/roofline_levels/report/{report.md,tasks.md,summary.json,roofline.png} "$OUT/" 2>/dev/null
     tar -czf "$OUT/roofline_levels.tar.gz" -C /tmp/roofline_levels --exclude=report --exclude='*.so' .
+    grep -m1 "GPU-busy" /tmp/roofline_levels/report/report.md
     sed -n '/## Fraction of the roofline bound/,/## Definitions/p' /tmp/roofline_levels/report/report.md | head -60 ;;
   placement)
     for i in 1 2 3; do timeout 150 python3 benchmarks/probe/placement.py --out "$OUT/placement_$i.json" \
