@@ -182,6 +182,32 @@ def test_gpu_memory_reservations_wait_for_room_and_count_until_the_workers_are_g
     assert not list(late.dir.glob("*.tmp"))
 
 
+def test_waiters_are_admitted_in_the_order_they_came(tmp_path):
+    """A large evaluation waiting for room is not overtaken by a small one that came later and would fit."""
+    import threading
+    import time
+
+    gib = 1 << 30
+    holder, large, small = (_ledger(tmp_path, 10 * gib) for _ in range(3))
+    assert holder.reserve(6 * gib, timeout_s=1)
+    order = []
+    first = threading.Thread(target=lambda: large.reserve(8 * gib, timeout_s=10) and order.append("large"))
+    first.start()
+    time.sleep(0.2)  # the large one is waiting now (6 + 8 > 10)
+    second = threading.Thread(target=lambda: small.reserve(2 * gib, timeout_s=10) and order.append("small"))
+    second.start()
+    time.sleep(0.3)
+    assert order == []  # 6 + 2 would fit, but the large one came first
+    holder.release([])
+    first.join(5)
+    assert order == ["large"]  # 8 alone; then 8 + 2 fits as well
+    second.join(5)
+    assert order == ["large", "small"]
+    large.release([])
+    small.release([])
+    assert not list(holder.dir.glob("*.json"))
+
+
 def test_a_lone_evaluation_is_admitted_whatever_it_asks_and_a_dead_owners_reservation_is_dropped(tmp_path):
     import json
     import subprocess
@@ -193,7 +219,7 @@ def test_a_lone_evaluation_is_admitted_whatever_it_asks_and_a_dead_owners_reserv
     alone.release([])
     assert not list(alone.dir.glob("*.json"))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    (alone.dir / "stale.json").write_text(json.dumps({"bytes": 100 * gib, "owner": int(dead.stdout), "released": False}))
+    (alone.dir / "stale.json").write_text(json.dumps({"bytes": 100 * gib, "owner": int(dead.stdout), "state": "held"}))
     (alone.dir / "torn.json").write_text('{"bytes": ')  # half-written: not counted
     assert _ledger(tmp_path, gib).reserve(gib // 2, timeout_s=0.1)
     assert not (alone.dir / "stale.json").exists()
@@ -230,7 +256,7 @@ def test_an_evaluation_reserves_its_gpu_memory_and_waits_for_the_others(monkeypa
     assert again.verdict == "correct" and again.timing["gpu_memory"]["waited_s"] < 0.5
     assert "unreserved" not in again.timing["gpu_memory"]
     files = list(other.dir.glob("*.json"))  # its reservation, released: it lasts while its workers do
-    assert all(json.loads(f.read_text())["released"] for f in files)
+    assert all(json.loads(f.read_text())["state"] == "released" for f in files)
     deadline = time.monotonic() + 10
     while other.others_bytes() and time.monotonic() < deadline:  # the workers were killed, not waited for
         time.sleep(0.1)

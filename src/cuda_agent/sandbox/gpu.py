@@ -179,9 +179,10 @@ class GpuMemory:
     an flock. An evaluation reserves its expected peak (:func:`memory.gpu_need`) before its trials make the
     task's tensors on the GPU, and waits while the others' reservations and its own would not fit the GPU;
     with no other reservation it is admitted whatever it asks (a task above the whole GPU was refused before,
-    by memory.fit_problem). A reservation counts until it is released and then until no process is left in the
-    process groups of the evaluation's workers (their memory is freed with them), or until the process that
-    made it is gone."""
+    by memory.fit_problem). Waiters are admitted in the order they came (a waiter's file says since when), so
+    a large evaluation is not starved by a stream of small ones. A reservation counts until it is released and
+    then until no process is left in the process groups of the evaluation's workers (their memory is freed with
+    them), or until the process that made it is gone."""
 
     POLL_S = 0.2
 
@@ -197,40 +198,55 @@ class GpuMemory:
         self.waited_s = 0.0
         """How long :meth:`reserve` waited for the others' memory."""
 
-    def others_bytes(self) -> int:
-        """Bytes the other live reservations hold (call under the guard); stale files are removed."""
-        held = 0
+    def others(self) -> tuple[int, float | None]:
+        """(bytes the other live reservations hold, since when the earliest other live waiter has waited);
+        call under the guard. Files of reservations no longer live are removed."""
+        held, first_waiter = 0, None
         for f in self.dir.glob("*.json"):
             if f == self.path:
                 continue
             try:
                 r = json.loads(f.read_text())
-                live = (_groups_alive(r.get("workers", [])) if r.get("released") else _alive(int(r["owner"])))
-                n = int(r["bytes"])
+                state = r["state"]
+                live = _groups_alive(r.get("workers", [])) if state == "released" else _alive(int(r["owner"]))
+                n, since = int(r["bytes"]), float(r.get("since", 0))
             except (OSError, ValueError, KeyError, TypeError):  # half-written or foreign: not counted
                 continue
-            if live:
-                held += n
-            else:
+            if not live:
                 f.unlink(missing_ok=True)
-        return held
+            elif state == "waiting":
+                first_waiter = since if first_waiter is None else min(first_waiter, since)
+            else:
+                held += n
+        return held, first_waiter
+
+    def others_bytes(self) -> int:
+        return self.others()[0]
 
     def reserve(self, need: int, timeout_s: float) -> bool:
-        """Wait until ``need`` bytes fit beside the other reservations (or none is left), then hold them.
-        False if ``timeout_s`` passed first (the evaluation then goes on, unreserved, and says so)."""
-        t0 = time.monotonic()
+        """Wait until ``need`` bytes fit beside the other reservations (or none is left) and no earlier waiter
+        is still waiting, then hold them. False if ``timeout_s`` passed first (the evaluation then goes on,
+        unreserved, and says so)."""
+        t0, since = time.monotonic(), time.time()
         self.path = self.dir / f"{os.getpid()}-{time.monotonic_ns()}-{id(self)}.json"
+        record = {"bytes": int(need), "owner": os.getpid(), "since": since}
+        waiting = False
         while True:
             with open(self.guard, "a") as guard:
                 fcntl.flock(guard, fcntl.LOCK_EX)
-                others = self.others_bytes()
-                if others == 0 or self.total is None or others + need <= self.total:
-                    self._write({"bytes": int(need), "owner": os.getpid(), "released": False})
+                held, first_waiter = self.others()
+                fits = held == 0 or self.total is None or held + need <= self.total
+                if fits and (first_waiter is None or first_waiter > since):
+                    self._write({**record, "state": "held"})
                     self.waited_s = time.monotonic() - t0
                     return True
-            if time.monotonic() - t0 > timeout_s:
-                self.path, self.waited_s = None, time.monotonic() - t0
-                return False
+                if time.monotonic() - t0 > timeout_s:
+                    self.path.unlink(missing_ok=True)
+                    self.path, self.waited_s = None, time.monotonic() - t0
+                    return False
+                if not waiting:
+                    self._write({**record, "state": "waiting"})
+                    waiting = True
             time.sleep(self.POLL_S)
 
     def release(self, groups: list[int]) -> None:
@@ -241,8 +257,8 @@ class GpuMemory:
         with open(self.guard, "a") as guard:
             fcntl.flock(guard, fcntl.LOCK_EX)
             if _groups_alive(groups):
-                self._write({"bytes": json.loads(self.path.read_text())["bytes"], "owner": os.getpid(),
-                             "released": True, "workers": list(groups)})
+                r = json.loads(self.path.read_text())
+                self._write({**r, "state": "released", "workers": list(groups)})
             else:
                 self.path.unlink(missing_ok=True)
         self.path = None
