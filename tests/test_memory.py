@@ -261,3 +261,40 @@ def test_an_evaluation_reserves_its_gpu_memory_and_waits_for_the_others(monkeypa
     while other.others_bytes() and time.monotonic() < deadline:  # the workers were killed, not waited for
         time.sleep(0.1)
     assert other.others_bytes() == 0 and not list(other.dir.glob("*.json"))
+
+
+def test_a_candidate_out_of_gpu_memory_beside_other_evaluations_is_a_harness_error(monkeypatch, tmp_path):
+    """Out of GPU memory while another evaluation held a reservation on the GPU: not the candidate's failure
+    (harness_error, gpu_shared_oom; bench evaluates it again). Alone on the GPU it is the candidate's own."""
+    import shutil
+
+    from cuda_agent.sandbox import SandboxConfig, evaluate, evaluator, load_solution
+    from cuda_agent.sandbox.gpu import GpuMemory
+    from cuda_agent.tasks import load_task
+
+    from .conftest import SOLUTIONS, TASKS
+
+    gib = 1 << 30
+    monkeypatch.setenv("CUDA_AGENT_REHEARSAL", "cpu")
+    monkeypatch.setattr(evaluator, "gpu_memory_bytes", lambda device: 64 * gib)
+    ws = tmp_path / "ws"
+    shutil.copytree(SOLUTIONS / "rehearsal_swish_cpu", ws)
+    (ws / "model_new.py").write_text(
+        "import torch\nimport torch.nn as nn\n\nimport cuda_ext\n\n\nclass ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 20.00 GiB')\n"
+        "        return cuda_ext.ew(x.contiguous())\n")
+
+    def run():
+        return evaluate(load_task(TASKS / "swish_small.py"), load_solution(ws),
+                        SandboxConfig(cache_dir=tmp_path / "cache", rep_ms=20.0, warmup_ms=5.0, run_timeout_s=120.0,
+                                      profile=False, static_rules=False))
+
+    other = GpuMemory(tmp_path / "cache", 0, 64 * gib)
+    assert other.reserve(10 * gib, timeout_s=1)
+    v = run()
+    assert v.verdict == "harness_error" and v.flags == ["gpu_shared_oom"] and v.reward is None, (v.reasons, v.flags)
+    assert "10.0 GiB" in v.reasons[0]
+    other.release([])
+    v = run()
+    assert v.verdict == "runtime_error" and v.reasons[0].startswith("OutOfMemoryError"), v.reasons

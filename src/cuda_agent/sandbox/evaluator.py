@@ -497,7 +497,14 @@ class _Evaluation:
             phase = {"setup": "importing/constructing ModelNew", "trial": "running forward",
                      "prepare_timing": "warming up", "time": "timing", "recheck": "re-checking",
                      "profile": "profiling"}.get(r.get("phase"), r.get("phase"))
-            self.v.fail(RUNTIME_ERROR, f"{r.get('error_type')} while {phase}: {r.get('message', '')[:500]}")
+            shared = self.gpu_memory.others_bytes() if self.gpu_memory is not None else 0
+            if r.get("error_type") == "OutOfMemoryError" and shared:  # other evaluations held part of the GPU
+                self.v.fail(HARNESS_ERROR, f"out of GPU memory while {phase}, while other evaluations held "
+                                           f"{shared / 2**30:.1f} GiB of the GPU: not counted against the candidate "
+                                           f"(bench evaluates it once more): {r.get('message', '')[:300]}")
+                self.v.flag("gpu_shared_oom")
+            else:
+                self.v.fail(RUNTIME_ERROR, f"{r.get('error_type')} while {phase}: {r.get('message', '')[:500]}")
             self.v.log = trim_traceback(r.get("error", "")) + _log_tail(self.cand)
         except WorkerTimeout as e:
             self.v.fail(TIMEOUT, f"{e} (a hang or an endless loop in a kernel?)")
