@@ -373,3 +373,68 @@ def test_the_checksum_of_a_complex_output_covers_its_imaginary_part():
     z = torch.complex(torch.arange(5.0), torch.arange(5.0) + 1)
     assert ck(z).tolist() != ck(torch.complex(z.real, -z.imag)).tolist()
     assert ck(z).tolist() == ck(torch.view_as_real(z)).tolist()
+
+
+def _recording_gpu(monkeypatch, samples):
+    """time_once replaced: records (fn, inputs, flush, after) of each call; the k-th returns samples[k]."""
+    calls = []
+
+    def time_once(fn, inputs, flush, after=None):
+        calls.append((fn, inputs, flush, after))
+        return samples[min(len(calls) - 1, len(samples) - 1)]
+
+    monkeypatch.setattr(timing, "time_once", time_once)
+    return calls
+
+
+def test_the_warm_up_times_the_function_on_the_ring_s_next_inputs_with_the_flush(monkeypatch):
+    calls = _recording_gpu(monkeypatch, [(1.0, 1.0)])
+
+    class Ring:
+        step = 0
+
+        def next(self):
+            self.step += 1
+            return [self.step]
+
+    def fn(*_):
+        return None
+
+    def flush():
+        return None
+
+    n, _per_call, warm = timing.plan_iterations(fn, Ring(), flush, warmup_ms=0.0, rep_ms=200.0, min_iters=10,
+                                                max_iters=2000, max_window_ms=20.0)
+    assert len(calls) == warm["warmup_calls"] == 23
+    assert all(c[0] is fn and c[2] is flush for c in calls)
+    assert [c[1] for c in calls] == [[k] for k in range(1, 24)]  # every call on the next set, none skipped
+    assert n == 20  # 200 calls would fill rep_ms; max_window_ms holds it to 20 calls of 1 ms
+
+
+def test_the_timed_loop_without_a_checksum_times_each_call_and_checks_nothing(monkeypatch):
+    calls = _recording_gpu(monkeypatch, [(1.0, 2.0), (3.0, 5.0), (2.0, 2.5)])
+    ring = timing.InputRing([[torch.ones(1)]], torch.device("cpu"))
+    res = timing.run_timed(lambda x: x, ring, lambda: None, 3)
+    assert [c[3] for c in calls] == [None, None, None]
+    assert res == {"gpu_ms": [1.0, 3.0, 2.0], "wall_ms": [2.0, 5.0, 2.5], "n": 3, "gpu_median_ms": 2.0,
+                   "wall_median_ms": 2.5}
+
+
+def test_the_harness_gap_is_the_median_of_wall_minus_gpu_over_50_flushed_calls_of_an_add(monkeypatch):
+    # wall - gpu: 49 samples of 0.010 ms and one of 5 ms (a stall): the median ignores the stall, a mean would not
+    samples = [(1.0, 1.010)] * 49 + [(1.0, 6.0)]
+    calls = _recording_gpu(monkeypatch, samples)
+
+    def flush():
+        return None
+
+    gap = timing.measure_gap(torch.device("cpu"), flush)
+    assert gap == pytest.approx(0.010) and len(calls) == 50
+    assert all(c[1] == [] and c[2] is flush for c in calls)
+    x1, x2 = calls[0][0](), calls[1][0]()  # the timed call adds 1.0 in place to a 1024-element tensor
+    assert x1 is x2 and x1.shape == (1024,) and x1.device.type == "cpu"
+    x1.zero_()  # torch.empty's values: whatever the memory held
+    calls[2][0]()
+    assert torch.equal(x1, torch.ones(1024))
+    calls = _recording_gpu(monkeypatch, [(1.0, 1.02)])
+    assert timing.measure_gap(torch.device("cpu"), flush, n=7) == pytest.approx(0.02) and len(calls) == 7
