@@ -313,5 +313,7 @@ DEFINITIONS = """\
 - **Harness errors**: attempts whose verdict is `harness_error` (the reference crashed, a worker was killed
   from outside, the harness raised), after bench evaluated each once more; counted apart and as not passed.
   *Retried*: attempts evaluated twice because the first evaluation was a harness error.
+- **GPU-busy share**: per GPU, the time some evaluation held the sandbox's GPU lock (concurrent holds counted
+  once) over the time some evaluation was running on it (gaps between the calls of a resumed run left out).
 - Times are medians of CUDA-event timings with the L2 cache flushed between calls, inputs refreshed per
   call, baselines in the precision mode shown (`fp32`: strict FP32, no TF32)."""
