@@ -438,3 +438,68 @@ def test_the_harness_gap_is_the_median_of_wall_minus_gpu_over_50_flushed_calls_o
     assert torch.equal(x1, torch.ones(1024))
     calls = _recording_gpu(monkeypatch, [(1.0, 1.02)])
     assert timing.measure_gap(torch.device("cpu"), flush, n=7) == pytest.approx(0.02) and len(calls) == 7
+
+
+@pytest.mark.parametrize("props, l2", [
+    (type("P", (), {"L2_cache_size": 60 << 20})(), 60 << 20),  # the GPU's own L2 size
+    (type("P", (), {"L2_cache_size": 0})(), 50 << 20),  # not reported: 50 MiB (an H100's)
+    (object(), 50 << 20),  # no such property in this torch: the same
+])
+def test_the_l2_flusher_zeroes_twice_the_gpu_s_l2_cache_in_int32(monkeypatch, props, l2):
+    made = []
+    real_empty = torch.empty
+
+    def empty(n, dtype=None, device=None):
+        made.append((n, dtype, torch.device(device)))
+        return real_empty(n, dtype=dtype)
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
+    monkeypatch.setattr(torch, "empty", empty)
+    flush = timing.L2Flusher(torch.device("cuda", 0))
+    assert made == [(2 * l2 // 4, torch.int32, torch.device("cuda", 0))]
+    flush.buf.fill_(7)
+    flush()
+    assert not flush.buf.any()
+
+
+def test_the_l2_flusher_of_a_rehearsal_is_2_mib_on_the_host():
+    flush = timing.L2Flusher(torch.device("cpu"))
+    assert flush.buf.dtype == torch.int32 and flush.buf.numel() * 4 == 2 << 20 and flush.buf.device.type == "cpu"
+
+
+def test_a_rehearsal_s_host_event_times_between_its_records_in_ms(monkeypatch):
+    ticks = iter([10.0, 10.25])
+    monkeypatch.setattr(timing, "_perf_counter", lambda: next(ticks))
+    start, end = timing._HostEvent(enable_timing=True), timing._HostEvent(enable_timing=True)
+    start.record()
+    end.record()
+    assert start.elapsed_time(end) == 250.0 and end.elapsed_time(start) == -250.0
+
+
+def test_one_timed_call_flushes_then_records_two_timing_events_around_the_call_only(monkeypatch):
+    """The order of one call: flush, sync, host clock, start event, the call, end event, sync, host clock, then
+    ``after`` outside both clocks; the GPU time is start.elapsed_time(end) of two events made with timing on."""
+    log = []
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.timing, self.name = enable_timing, f"event{sum(e.startswith('make') for e in log)}"
+            log.append(f"make {self.name} timing={enable_timing}")
+
+        def record(self):
+            log.append(f"record {self.name}")
+
+        def elapsed_time(self, other):
+            assert self.timing and other.timing  # CUDA refuses elapsed_time between events made without timing
+            log.append(f"elapsed {self.name}->{other.name}")
+            return 4.0
+
+    ticks = iter([1.0, 1.5])
+    monkeypatch.setattr(timing, "_Event", Event)
+    monkeypatch.setattr(timing, "_synchronize", lambda: log.append("sync"))
+    monkeypatch.setattr(timing, "_perf_counter", lambda: log.append("clock") or next(ticks))
+    g, w = timing.time_once(lambda x: log.append(f"call {x}") or "out", [3], lambda: log.append("flush"),
+                            after=lambda out: log.append(f"after {out}"))
+    assert (g, w) == (4.0, 500.0)
+    assert log == ["flush", "make event0 timing=True", "make event1 timing=True", "sync", "clock", "record event0",
+                   "call 3", "record event1", "sync", "clock", "after out", "elapsed event0->event1"]
