@@ -438,6 +438,9 @@ def test_the_harness_gap_is_the_median_of_wall_minus_gpu_over_50_flushed_calls_o
     assert torch.equal(x1, torch.ones(1024))
     calls = _recording_gpu(monkeypatch, [(1.0, 1.02)])
     assert timing.measure_gap(torch.device("cpu"), flush, n=7) == pytest.approx(0.02) and len(calls) == 7
+    calls = _recording_gpu(monkeypatch, [(1.0, 1.0)])
+    timing.measure_gap(torch.device("meta"), flush, n=1)
+    assert calls[0][0]().device.type == "meta"  # its tensor lies on the device measured
 
 
 @pytest.mark.parametrize("props, l2", [
@@ -453,10 +456,11 @@ def test_the_l2_flusher_zeroes_twice_the_gpu_s_l2_cache_in_int32(monkeypatch, pr
         made.append((n, dtype, torch.device(device)))
         return real_empty(n, dtype=dtype)
 
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
+    asked = []
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: asked.append(device) or props)
     monkeypatch.setattr(torch, "empty", empty)
     flush = timing.L2Flusher(torch.device("cuda", 0))
-    assert made == [(2 * l2 // 4, torch.int32, torch.device("cuda", 0))]
+    assert made == [(2 * l2 // 4, torch.int32, torch.device("cuda", 0))] and asked == [torch.device("cuda", 0)]
     flush.buf.fill_(7)
     flush()
     assert not flush.buf.any()
