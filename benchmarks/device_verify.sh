@@ -52,7 +52,9 @@ case "$stage" in
       timeout 240 cuda-agent eval examples/swish/task.py examples/swish/solution --json $flags > "$OUT/smoke$flags.json" \
         2> "$OUT/smoke$flags.err"
       python3 -c "import json,sys; v=json.load(open(sys.argv[1])); print(v['verdict'], v.get('speedup_vs_eager'), \
-        v['reasons'][:1], json.dumps(v.get('confinement'))[:900]); print('census:', v['timing'].get('profile'))" \
+        v['reasons'][:1], json.dumps(v.get('confinement'))[:900]); print('census:', v['timing'].get('profile')); \
+        t = v['timing']; print('footprint:', t.get('footprint'), 'gpu_memory:', t.get('gpu_memory'), 'eval_s:', v.get('eval_s'), \
+        'phases:', t.get('phases_s'), 'ref steps:', (t.get('workers') or {}).get('reference', {}).get('steps_s'))" \
         "$OUT/smoke$flags.json" || tail -5 "$OUT/smoke$flags.err"
     done
     for f in "$OUT/smoke.json" "$OUT/smoke--unsafe-no-isolation.json"; do
