@@ -136,12 +136,13 @@ def test_the_sizes_an_earlier_evaluation_read_are_used_from_the_baseline_cache(m
     assert v.flags == ["does_not_fit"] and v.timing["footprint"] == {"input_mib": 1.0, "output_mib": 1.0}
 
 
-def test_gpu_need_is_the_largest_of_its_three_multiples_plus_weights_and_a_fixed_part():
+def test_gpu_need_is_the_larger_of_its_two_multiples_plus_weights_and_a_fixed_part():
     gib = 1 << 30
     fixed = memory.GPU_NEED["fixed_gib"] * gib
-    assert memory.gpu_need(6 * gib, 6 * gib) == 7 * 12 * gib + fixed  # in and out alike: 7 x (in + out)
+    assert memory.gpu_need(6 * gib, 6 * gib) == 8 * 12 * gib + fixed  # in and out alike: 8 x (in + out)
     assert memory.gpu_need(8 * gib, 0) == 9 * 8 * gib + fixed  # a small output: 9 x in
-    assert memory.gpu_need(gib // 512, 4 * gib) == 8 * 4 * gib + fixed  # a small input: 8 x out
+    assert memory.gpu_need(gib // 512, 4 * gib) == 8 * (4 * gib + gib // 512) + fixed  # a small input: 8 x (in + out)
+    assert memory.gpu_need(0, 4 * gib) == 8 * 4 * gib + fixed
     assert memory.gpu_need(gib, None, param_bytes=gib) == 9 * gib + 3 * gib + fixed
     assert memory.gpu_need(None, gib) is None  # unknown: the evaluation waits for the GPU to itself
 
