@@ -126,7 +126,8 @@ def test_the_sizes_an_earlier_evaluation_read_are_used_from_the_baseline_cache(m
         task.sha256, torch.__version__, {"footprint": {"input_bytes": 1 << 36, "output_bytes": 0}, "work": work})
 
     def run(**cfg):
-        return evaluate(task, load_solution(SOLUTIONS / "rehearsal_swish_cpu"), SandboxConfig(cache_dir=tmp_path, **cfg))
+        return evaluate(task, load_solution(SOLUTIONS / "rehearsal_swish_cpu"),
+                        SandboxConfig(cache_dir=tmp_path, **cfg))
 
     v = run()
     assert v.flags == ["does_not_fit"] and v.timing["footprint"] == {"input_mib": 65536.0, "output_mib": 0.0,
@@ -220,7 +221,8 @@ def test_a_lone_evaluation_is_admitted_whatever_it_asks_and_a_dead_owners_reserv
     alone.release([])
     assert not list(alone.dir.glob("*.json"))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    (alone.dir / "stale.json").write_text(json.dumps({"bytes": 100 * gib, "owner": int(dead.stdout), "state": "held"}))
+    (alone.dir / "stale.json").write_text(json.dumps({"bytes": 100 * gib, "owner": int(dead.stdout),
+                                                       "state": "held"}))
     (alone.dir / "torn.json").write_text('{"bytes": ')  # half-written: not counted
     assert _ledger(tmp_path, gib).reserve(gib // 2, timeout_s=0.1)
     assert not (alone.dir / "stale.json").exists()

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .metrics import (BASELINES, CALIBRATION_TOLERANCE, DEFINITIONS, FAST_P, NO_SOLUTION, ROOFLINE_KEYS,
-                      CalibrationRow, Summary, calibrated_share, calibration_row, gpu_busy, roofline_fraction, split_name,
-                      summarize_levels, verdict_category)
+                      CalibrationRow, Summary, calibrated_share, calibration_row, gpu_busy, roofline_fraction,
+                      split_name, summarize_levels, verdict_category)
 from .store import Result, load_run
 
 VERDICT_ORDER = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "harness_error",

@@ -199,8 +199,9 @@ class GpuMemory:
         """How long :meth:`reserve` waited for the others' memory."""
 
     def others(self) -> tuple[int, float | None]:
-        """(bytes the other live reservations hold, since when the earliest other live waiter has waited);
-        call under the guard. Files of reservations no longer live are removed."""
+        """(bytes the other live reservations hold, since when the earliest other live waiter has waited).
+        Files of reservations no longer live are removed. Decisions on it are made under the guard; a read
+        without it is safe (files are replaced whole) but may be a moment old."""
         held, first_waiter = 0, None
         for f in self.dir.glob("*.json"):
             if f == self.path:
@@ -221,6 +222,7 @@ class GpuMemory:
         return held, first_waiter
 
     def others_bytes(self) -> int:
+        """Bytes the other live reservations hold (see :meth:`others`)."""
         return self.others()[0]
 
     def reserve(self, need: int, timeout_s: float) -> bool:

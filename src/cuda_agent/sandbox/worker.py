@@ -228,7 +228,8 @@ class Worker:
                 # process with it; its first run imports dynamo, which a spare has preloaded while idle), or as
                 # an earlier evaluation of the same task read them (msg["sizes"], from the baseline cache)
                 known = msg.get("sizes")
-                fp = memory.Footprint(**known["footprint"]) if known else memory.task_footprint(task, msg["init_inputs"])
+                fp = (memory.Footprint(**known["footprint"]) if known
+                      else memory.task_footprint(task, msg["init_inputs"]))
                 info["footprint"] = {**fp.to_dict(), **({"cached": True} if known else {})}
                 info["does_not_fit"] = memory.fit_problem(fp, msg.get("gpu_bytes"))
                 step("footprint")
