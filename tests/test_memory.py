@@ -135,6 +135,23 @@ def test_the_sizes_an_earlier_evaluation_read_are_used_from_the_baseline_cache(m
     assert "64.0 GiB" in v.reasons[0]
     v = run(use_baseline_cache=False)
     assert v.flags == ["does_not_fit"] and v.timing["footprint"] == {"input_mib": 1.0, "output_mib": 1.0}
+    # a cached form this harness cannot read (a field it does not know): read on the meta device again
+    store = BaselineStore(tmp_path / "baselines.sqlite")
+    store.put_sizes(task.sha256, torch.__version__, {"footprint": {"input_bytes": 1 << 36, "output_bytes": 0,
+                                                                   "later_field": 1}, "work": work})
+    v = run()
+    assert v.flags == ["does_not_fit"] and v.timing["footprint"] == {"input_mib": 1.0, "output_mib": 1.0}
+
+
+def test_cached_sizes_of_another_version_are_not_read(tmp_path, monkeypatch):
+    from cuda_agent.sandbox import baselines
+
+    store = baselines.BaselineStore(tmp_path / "b.sqlite")
+    sizes = {"footprint": {"input_bytes": 4, "output_bytes": 4}, "work": roofline.Work(flops=0).to_dict()}
+    store.put_sizes("sha", "2.11", sizes)
+    assert store.get_sizes("sha", "2.11") == sizes and store.get_sizes("sha", "2.12") is None
+    monkeypatch.setattr(baselines, "SIZES_VERSION", "next")
+    assert store.get_sizes("sha", "2.11") is None
 
 
 def test_gpu_need_is_the_larger_of_its_two_multiples_plus_weights_and_a_fixed_part():
@@ -193,9 +210,11 @@ def test_waiters_are_admitted_in_the_order_they_came(tmp_path):
     holder, large, small = (_ledger(tmp_path, 10 * gib) for _ in range(3))
     assert holder.reserve(6 * gib, timeout_s=1)
     order = []
-    first = threading.Thread(target=lambda: large.reserve(8 * gib, timeout_s=10) and order.append("large"))
+    first = threading.Thread(target=lambda: large.reserve(8 * gib, timeout_s=10, holding=gib)
+                             and order.append("large"))
     first.start()
-    time.sleep(0.2)  # the large one is waiting now (6 + 8 > 10)
+    time.sleep(0.2)  # the large one is waiting now (6 + 8 > 10), holding 1 GiB meanwhile
+    assert _ledger(tmp_path, 10 * gib).others_bytes() == 7 * gib
     second = threading.Thread(target=lambda: small.reserve(2 * gib, timeout_s=10) and order.append("small"))
     second.start()
     time.sleep(0.3)
@@ -266,9 +285,10 @@ def test_an_evaluation_reserves_its_gpu_memory_and_waits_for_the_others(monkeypa
     assert other.others_bytes() == 0 and not list(other.dir.glob("*.json"))
 
 
-def test_a_candidate_out_of_gpu_memory_beside_other_evaluations_is_a_harness_error(monkeypatch, tmp_path):
-    """Out of GPU memory while another evaluation held a reservation on the GPU: not the candidate's failure
-    (harness_error, gpu_shared_oom; bench evaluates it again). Alone on the GPU it is the candidate's own."""
+def test_a_candidate_out_of_gpu_memory_beside_other_evaluations_is_flagged_not_excused(monkeypatch, tmp_path):
+    """Out of GPU memory while another evaluation held a reservation on the GPU: still the candidate's runtime
+    error (its own worker names the error, so it cannot be believed), flagged gpu_shared_oom with what the others
+    held. Alone on the GPU, no flag."""
     import shutil
 
     from cuda_agent.sandbox import SandboxConfig, evaluate, evaluator, load_solution
@@ -296,8 +316,8 @@ def test_a_candidate_out_of_gpu_memory_beside_other_evaluations_is_a_harness_err
     other = GpuMemory(tmp_path / "cache", 0, 64 * gib)
     assert other.reserve(10 * gib, timeout_s=1)
     v = run()
-    assert v.verdict == "harness_error" and v.flags == ["gpu_shared_oom"] and v.reward is None, (v.reasons, v.flags)
-    assert "10.0 GiB" in v.reasons[0]
+    assert v.verdict == "runtime_error" and v.flags == ["gpu_shared_oom"] and v.reward == -1, (v.reasons, v.flags)
+    assert v.reasons[0].startswith("OutOfMemoryError") and "10.0 GiB" in v.reasons[1]
     other.release([])
     v = run()
-    assert v.verdict == "runtime_error" and v.reasons[0].startswith("OutOfMemoryError"), v.reasons
+    assert v.verdict == "runtime_error" and v.reasons[0].startswith("OutOfMemoryError") and not v.flags, v.reasons

@@ -40,6 +40,10 @@ CREATE TABLE IF NOT EXISTS task_sizes (
 );
 """
 
+SIZES_VERSION = "1"
+"""Bump when what the reference worker reads on the meta device changes (memory.Footprint, roofline.Work):
+sizes cached before then stop matching."""
+
 BANDWIDTH_VERSION = "3"
 """Bump when the bandwidth measurement changes (roofline.measure_copy_bandwidth; 2: the fastest copy,
 not the median; 3: the fastest of a byte copy and an FP32 elementwise kernel, over 2 GiB)."""
@@ -108,12 +112,13 @@ class BaselineStore:
         device's Python kernels import dynamo on their first call, seconds of a one-shot evaluation."""
         with self._connect() as db:
             row = db.execute("SELECT sizes FROM task_sizes WHERE task_sha=? AND torch=?", (task_sha, torch)).fetchone()
-        return None if row is None else json.loads(row[0])
+        sizes = None if row is None else json.loads(row[0])
+        return sizes if isinstance(sizes, dict) and sizes.pop("version", None) == SIZES_VERSION else None
 
     def put_sizes(self, task_sha: str, torch: str, sizes: dict) -> None:
         with self._connect() as db:
             db.execute("INSERT OR REPLACE INTO task_sizes VALUES (?,?,?,?)",
-                       (task_sha, torch, json.dumps(sizes), time.time()))
+                       (task_sha, torch, json.dumps({**sizes, "version": SIZES_VERSION}), time.time()))
 
     def claim(self, task_sha: str, gpu: str, torch: str, precision: str):
         """An exclusive claim on computing one baseline, across processes (an open file, flocked).

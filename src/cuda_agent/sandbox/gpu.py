@@ -180,9 +180,10 @@ class GpuMemory:
     task's tensors on the GPU, and waits while the others' reservations and its own would not fit the GPU;
     with no other reservation it is admitted whatever it asks (a task above the whole GPU was refused before,
     by memory.fit_problem). Waiters are admitted in the order they came (a waiter's file says since when), so
-    a large evaluation is not starved by a stream of small ones. A reservation counts until it is released and
-    then until no process is left in the process groups of the evaluation's workers (their memory is freed with
-    them), or until the process that made it is gone."""
+    a large evaluation is not starved by a stream of small ones; what a waiter already holds on the GPU (its
+    workers' CUDA contexts, the reference's weights) counts while it waits. A reservation counts until it is
+    released and then until no process is left in the process groups of the evaluation's workers (their memory
+    is freed with them), or until the process that made it is gone."""
 
     POLL_S = 0.2
 
@@ -195,13 +196,14 @@ class GpuMemory:
         self.guard = lock_dir / f"gpu-{key}.mem.lock"
         self.total = total_bytes
         self.path: Path | None = None
+        self.need = 0
         self.waited_s = 0.0
         """How long :meth:`reserve` waited for the others' memory."""
 
-    def others(self) -> tuple[int, float | None]:
-        """(bytes the other live reservations hold, since when the earliest other live waiter has waited).
-        Files of reservations no longer live are removed. Decisions on it are made under the guard; a read
-        without it is safe (files are replaced whole) but may be a moment old."""
+    def others(self) -> tuple[int, tuple | None]:
+        """(bytes the other live reservations hold, waiters included, and (since, name) of the earliest other
+        live waiter). Files of reservations no longer live are removed. Decisions on it are made under the
+        guard; a read without it is safe (files are replaced whole) but may be a moment old."""
         held, first_waiter = 0, None
         for f in self.dir.glob("*.json"):
             if f == self.path:
@@ -215,31 +217,33 @@ class GpuMemory:
                 continue
             if not live:
                 f.unlink(missing_ok=True)
-            elif state == "waiting":
-                first_waiter = since if first_waiter is None else min(first_waiter, since)
-            else:
-                held += n
+                continue
+            held += n
+            if state == "waiting":
+                first_waiter = min(first_waiter or (since, f.name), (since, f.name))
         return held, first_waiter
 
     def others_bytes(self) -> int:
         """Bytes the other live reservations hold (see :meth:`others`)."""
         return self.others()[0]
 
-    def reserve(self, need: int, timeout_s: float) -> bool:
+    def reserve(self, need: int, timeout_s: float, holding: int = 0) -> bool:
         """Wait until ``need`` bytes fit beside the other reservations (or none is left) and no earlier waiter
-        is still waiting, then hold them. False if ``timeout_s`` passed first (the evaluation then goes on,
+        is still waiting, then hold them; ``holding``: what the evaluation already holds on the GPU, counted for
+        the others while it waits. False if ``timeout_s`` passed first (the evaluation then goes on,
         unreserved, and says so)."""
         t0, since = time.monotonic(), time.time()
         self.path = self.dir / f"{os.getpid()}-{time.monotonic_ns()}-{id(self)}.json"
-        record = {"bytes": int(need), "owner": os.getpid(), "since": since}
+        self.need = int(need)
+        mine = (since, self.path.name)
         waiting = False
         while True:
             with open(self.guard, "a") as guard:
                 fcntl.flock(guard, fcntl.LOCK_EX)
                 held, first_waiter = self.others()
                 fits = held == 0 or self.total is None or held + need <= self.total
-                if fits and (first_waiter is None or first_waiter > since):
-                    self._write({**record, "state": "held"})
+                if fits and (first_waiter is None or first_waiter > mine):
+                    self._write("held", since)
                     self.waited_s = time.monotonic() - t0
                     return True
                 if time.monotonic() - t0 > timeout_s:
@@ -247,25 +251,31 @@ class GpuMemory:
                     self.path, self.waited_s = None, time.monotonic() - t0
                     return False
                 if not waiting:
-                    self._write({**record, "state": "waiting"})
+                    self._write("waiting", since, held=holding)
                     waiting = True
             time.sleep(self.POLL_S)
 
     def release(self, groups: list[int]) -> None:
         """The evaluation is done; its memory is free once the process groups ``groups`` (its workers', each
-        started in a session of its own) have no process left."""
+        started in a session of its own) have no process left. Never raises: a reservation it cannot rewrite
+        is removed (the others then count it no longer)."""
         if self.path is None:
             return
-        with open(self.guard, "a") as guard:
-            fcntl.flock(guard, fcntl.LOCK_EX)
-            if _groups_alive(groups):
-                r = json.loads(self.path.read_text())
-                self._write({**r, "state": "released", "workers": list(groups)})
-            else:
+        try:
+            with open(self.guard, "a") as guard:
+                fcntl.flock(guard, fcntl.LOCK_EX)
+                if _groups_alive(groups):
+                    self._write("released", time.time(), workers=list(groups))
+                else:
+                    self.path.unlink(missing_ok=True)
+        except OSError:
+            with contextlib.suppress(OSError):
                 self.path.unlink(missing_ok=True)
         self.path = None
 
-    def _write(self, record: dict) -> None:
+    def _write(self, state: str, since: float, held: int | None = None, workers: list[int] | None = None) -> None:
+        record = {"state": state, "bytes": self.need if held is None else int(held), "owner": os.getpid(),
+                  "since": since, **({"workers": workers} if workers is not None else {})}
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(record))
         os.replace(tmp, self.path)

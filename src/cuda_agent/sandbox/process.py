@@ -244,6 +244,11 @@ class WorkerProcess:
                     _killpg(group)
             return True
 
+    def groups(self) -> list[int]:
+        """The process groups the worker's processes are in: its own session's, and a confined worker's inside
+        bubblewrap (its ``child-pid``, in a session of its own)."""
+        return [g for g in (self.proc.pid, self.status.get("child-pid")) if isinstance(g, int) and g > 1]
+
     def group_peak_mb(self) -> float:
         """Peak resident memory of the worker's processes (the leader of its process group and every
         descendant: the process guard keeps them in the group), summed, in MiB. Per process the highest

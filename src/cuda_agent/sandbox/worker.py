@@ -228,14 +228,18 @@ class Worker:
                 # process with it; its first run imports dynamo, which a spare has preloaded while idle), or as
                 # an earlier evaluation of the same task read them (msg["sizes"], from the baseline cache)
                 known = msg.get("sizes")
-                fp = (memory.Footprint(**known["footprint"]) if known
-                      else memory.task_footprint(task, msg["init_inputs"]))
+                try:
+                    fp = memory.Footprint(**known["footprint"]) if known else None
+                    work = roofline.Work.from_dict(known["work"]).to_dict() if known else None
+                except (TypeError, KeyError):  # a cached form this harness does not read: the meta device again
+                    known = fp = work = None
+                fp = fp or memory.task_footprint(task, msg["init_inputs"])
                 info["footprint"] = {**fp.to_dict(), **({"cached": True} if known else {})}
                 info["does_not_fit"] = memory.fit_problem(fp, msg.get("gpu_bytes"))
                 step("footprint")
                 if info["does_not_fit"]:
                     return info
-                info["work"] = known["work"] if known else roofline.count_work(task, msg["init_inputs"]).to_dict()
+                info["work"] = work if known else roofline.count_work(task, msg["init_inputs"]).to_dict()
                 info["sizes"] = {"footprint": dataclasses.asdict(fp), "work": info["work"]}
                 self.count_on_trial = info["work"]["error"] is not None
                 step("flops")
