@@ -321,3 +321,30 @@ def test_a_candidate_out_of_gpu_memory_beside_other_evaluations_is_flagged_not_e
     other.release([])
     v = run()
     assert v.verdict == "runtime_error" and v.reasons[0].startswith("OutOfMemoryError") and not v.flags, v.reasons
+
+
+def test_the_first_in_line_goes_once_nothing_is_held_whatever_those_behind_it_hold(tmp_path):
+    """An evaluation that asks for the whole GPU (its size unknown) waits first in line; one behind it holds its
+    contexts while waiting. Once the holder is gone, the first in line goes, though 1 GiB is held behind it."""
+    import threading
+    import time
+
+    gib = 1 << 30
+    holder, whole, behind = (_ledger(tmp_path, 10 * gib) for _ in range(3))
+    assert holder.reserve(2 * gib, timeout_s=1)
+    order = []
+    first = threading.Thread(target=lambda: whole.reserve(10 * gib, timeout_s=10, holding=gib)
+                             and order.append("whole"))
+    first.start()
+    time.sleep(0.2)
+    second = threading.Thread(target=lambda: behind.reserve(gib, timeout_s=10, holding=gib)
+                              and order.append("behind"))
+    second.start()
+    time.sleep(0.2)
+    holder.release([])
+    first.join(5)
+    assert order == ["whole"]
+    whole.release([])
+    second.join(5)
+    assert order == ["whole", "behind"]
+    behind.release([])

@@ -200,11 +200,11 @@ class GpuMemory:
         self.waited_s = 0.0
         """How long :meth:`reserve` waited for the others' memory."""
 
-    def others(self) -> tuple[int, tuple | None]:
-        """(bytes the other live reservations hold, waiters included, and (since, name) of the earliest other
-        live waiter). Files of reservations no longer live are removed. Decisions on it are made under the
-        guard; a read without it is safe (files are replaced whole) but may be a moment old."""
-        held, first_waiter = 0, None
+    def others(self) -> tuple[int, int, tuple | None]:
+        """(bytes the other live reservations hold, bytes the other waiters hold meanwhile, and (since, name)
+        of the earliest other live waiter). Files of reservations no longer live are removed. Decisions on it
+        are made under the guard; a read without it is safe (files are replaced whole) but may be a moment old."""
+        held, waiting, first_waiter = 0, 0, None
         for f in self.dir.glob("*.json"):
             if f == self.path:
                 continue
@@ -218,14 +218,17 @@ class GpuMemory:
             if not live:
                 f.unlink(missing_ok=True)
                 continue
-            held += n
             if state == "waiting":
+                waiting += n
                 first_waiter = min(first_waiter or (since, f.name), (since, f.name))
-        return held, first_waiter
+            else:
+                held += n
+        return held, waiting, first_waiter
 
     def others_bytes(self) -> int:
-        """Bytes the other live reservations hold (see :meth:`others`)."""
-        return self.others()[0]
+        """Bytes the other live reservations and waiters hold (see :meth:`others`)."""
+        held, waiting, _ = self.others()
+        return held + waiting
 
     def reserve(self, need: int, timeout_s: float, holding: int = 0) -> bool:
         """Wait until ``need`` bytes fit beside the other reservations (or none is left) and no earlier waiter
@@ -240,8 +243,9 @@ class GpuMemory:
         while True:
             with open(self.guard, "a") as guard:
                 fcntl.flock(guard, fcntl.LOCK_EX)
-                held, first_waiter = self.others()
-                fits = held == 0 or self.total is None or held + need <= self.total
+                held, waiting, first_waiter = self.others()
+                # no reservation held: the first in line goes, whatever it asks (those behind it hold contexts)
+                fits = held == 0 or self.total is None or held + waiting + need <= self.total
                 if fits and (first_waiter is None or first_waiter > mine):
                     self._write("held", since)
                     self.waited_s = time.monotonic() - t0
