@@ -201,6 +201,17 @@ def test_gpu_memory_reservations_wait_for_room_and_count_until_the_workers_are_g
     assert not list(late.dir.glob("*.tmp"))
 
 
+def _until(condition, timeout_s: float = 5.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def test_waiters_are_admitted_in_the_order_they_came(tmp_path):
     """A large evaluation waiting for room is not overtaken by a small one that came later and would fit."""
     import threading
@@ -213,18 +224,22 @@ def test_waiters_are_admitted_in_the_order_they_came(tmp_path):
     first = threading.Thread(target=lambda: large.reserve(8 * gib, timeout_s=10, holding=gib)
                              and order.append("large"))
     first.start()
-    time.sleep(0.2)  # the large one is waiting now (6 + 8 > 10), holding 1 GiB meanwhile
-    assert _ledger(tmp_path, 10 * gib).others_bytes() == 7 * gib
-    second = threading.Thread(target=lambda: small.reserve(2 * gib, timeout_s=10) and order.append("small"))
+    # the large one is waiting now (6 + 8 > 10), holding 1 GiB meanwhile
+    assert _until(lambda: _ledger(tmp_path, 10 * gib).others_bytes() == 7 * gib)
+    second = threading.Thread(target=lambda: small.reserve(3 * gib, timeout_s=10, holding=gib // 2)
+                              and order.append("small"))
     second.start()
+    assert _until(lambda: _ledger(tmp_path, 10 * gib).others_bytes() == 7 * gib + gib // 2)  # the small one waits
     time.sleep(0.3)
-    assert order == []  # 6 + 2 would fit, but the large one came first
+    assert order == []  # 6 + 1.5 + 3 would not fit, 6 + 1 + 3 would: the large one came first, though
     holder.release([])
     first.join(5)
-    assert order == ["large"]  # 8 alone; then 8 + 2 fits as well
+    assert order == ["large"]  # 8 alone, and 8 + 3 does not fit beside it: the small one waits on
+    time.sleep(0.3)
+    assert order == ["large"]
+    large.release([])
     second.join(5)
     assert order == ["large", "small"]
-    large.release([])
     small.release([])
     assert not list(holder.dir.glob("*.json"))
 
@@ -336,11 +351,11 @@ def test_the_first_in_line_goes_once_nothing_is_held_whatever_those_behind_it_ho
     first = threading.Thread(target=lambda: whole.reserve(10 * gib, timeout_s=10, holding=gib)
                              and order.append("whole"))
     first.start()
-    time.sleep(0.2)
+    assert _until(lambda: _ledger(tmp_path, 10 * gib).others_bytes() == 3 * gib)  # 2 held, 1 waiting
     second = threading.Thread(target=lambda: behind.reserve(gib, timeout_s=10, holding=gib)
                               and order.append("behind"))
     second.start()
-    time.sleep(0.2)
+    assert _until(lambda: _ledger(tmp_path, 10 * gib).others_bytes() == 4 * gib)  # both in line
     holder.release([])
     first.join(5)
     assert order == ["whole"]

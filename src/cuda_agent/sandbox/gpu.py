@@ -239,13 +239,13 @@ class GpuMemory:
         self.path = self.dir / f"{os.getpid()}-{time.monotonic_ns()}-{id(self)}.json"
         self.need = int(need)
         mine = (since, self.path.name)
-        waiting = False
+        in_line = False
         while True:
             with open(self.guard, "a") as guard:
                 fcntl.flock(guard, fcntl.LOCK_EX)
-                held, waiting, first_waiter = self.others()
+                held, held_by_waiters, first_waiter = self.others()
                 # no reservation held: the first in line goes, whatever it asks (those behind it hold contexts)
-                fits = held == 0 or self.total is None or held + waiting + need <= self.total
+                fits = held == 0 or self.total is None or held + held_by_waiters + need <= self.total
                 if fits and (first_waiter is None or first_waiter > mine):
                     self._write("held", since)
                     self.waited_s = time.monotonic() - t0
@@ -254,9 +254,9 @@ class GpuMemory:
                     self.path.unlink(missing_ok=True)
                     self.path, self.waited_s = None, time.monotonic() - t0
                     return False
-                if not waiting:
+                if not in_line:
                     self._write("waiting", since, held=holding)
-                    waiting = True
+                    in_line = True
             time.sleep(self.POLL_S)
 
     def release(self, groups: list[int]) -> None:
