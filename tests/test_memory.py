@@ -195,7 +195,7 @@ def test_gpu_memory_reservations_wait_for_room_and_count_until_the_workers_are_g
         worker.kill()
         worker.wait()
         t0 = time.monotonic()
-        assert late.reserve(3 * gib, timeout_s=5) and time.monotonic() - t0 < 1
+        assert late.reserve(3 * gib, timeout_s=5) and time.monotonic() - t0 < 3
     finally:
         worker.kill()
     assert not list(late.dir.glob("*.tmp"))
