@@ -212,23 +212,29 @@ def _until(condition, timeout_s: float = 5.0) -> bool:
     return True
 
 
+def _in_line(ledger, order: list, name: str, need: int, holding: int):
+    """A thread that reserves ``need`` on ``ledger`` (holding ``holding`` while it waits) and, once admitted,
+    appends ``name`` to ``order``. Started."""
+    import threading
+
+    thread = threading.Thread(target=lambda: ledger.reserve(need, timeout_s=10, holding=holding)
+                              and order.append(name))
+    thread.start()
+    return thread
+
+
 def test_waiters_are_admitted_in_the_order_they_came(tmp_path):
     """A large evaluation waiting for room is not overtaken by a small one that came later and would fit."""
-    import threading
     import time
 
     gib = 1 << 30
     holder, large, small = (_ledger(tmp_path, 10 * gib) for _ in range(3))
     assert holder.reserve(6 * gib, timeout_s=1)
     order = []
-    first = threading.Thread(target=lambda: large.reserve(8 * gib, timeout_s=10, holding=gib)
-                             and order.append("large"))
-    first.start()
+    first = _in_line(large, order, "large", 8 * gib, holding=gib)
     # the large one is waiting now (6 + 8 > 10), holding 1 GiB meanwhile
     assert _until(lambda: _ledger(tmp_path, 10 * gib).others_bytes() == 7 * gib)
-    second = threading.Thread(target=lambda: small.reserve(3 * gib, timeout_s=10, holding=gib // 2)
-                              and order.append("small"))
-    second.start()
+    second = _in_line(small, order, "small", 3 * gib, holding=gib // 2)
     assert _until(lambda: _ledger(tmp_path, 10 * gib).others_bytes() == 7 * gib + gib // 2)  # the small one waits
     time.sleep(0.3)
     assert order == []  # 6 + 1.5 + 3 would not fit, 6 + 1 + 3 would: the large one came first, though
@@ -341,20 +347,13 @@ def test_a_candidate_out_of_gpu_memory_beside_other_evaluations_is_flagged_not_e
 def test_the_first_in_line_goes_once_nothing_is_held_whatever_those_behind_it_hold(tmp_path):
     """An evaluation that asks for the whole GPU (its size unknown) waits first in line; one behind it holds its
     contexts while waiting. Once the holder is gone, the first in line goes, though 1 GiB is held behind it."""
-    import threading
-    import time
-
     gib = 1 << 30
     holder, whole, behind = (_ledger(tmp_path, 10 * gib) for _ in range(3))
     assert holder.reserve(2 * gib, timeout_s=1)
     order = []
-    first = threading.Thread(target=lambda: whole.reserve(10 * gib, timeout_s=10, holding=gib)
-                             and order.append("whole"))
-    first.start()
+    first = _in_line(whole, order, "whole", 10 * gib, holding=gib)
     assert _until(lambda: _ledger(tmp_path, 10 * gib).others_bytes() == 3 * gib)  # 2 held, 1 waiting
-    second = threading.Thread(target=lambda: behind.reserve(gib, timeout_s=10, holding=gib)
-                              and order.append("behind"))
-    second.start()
+    second = _in_line(behind, order, "behind", gib, holding=gib)
     assert _until(lambda: _ledger(tmp_path, 10 * gib).others_bytes() == 4 * gib)  # both in line
     holder.release([])
     first.join(5)

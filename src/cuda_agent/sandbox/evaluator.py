@@ -225,13 +225,13 @@ class _Evaluation:
         trials make the task's tensors there, beside other evaluations sharing the GPU (bench --per-gpu > 1);
         an evaluation of unknown size waits until it has the GPU to itself."""
         cfg, fp = self.config, (ref_info.get("sizes") or {}).get("footprint") or {}
-        total = gpu_memory_bytes(cfg.device)
+        total = self.ref_setup["gpu_bytes"]  # gpu_memory_bytes, as the reference's fit check had it
         need = memory.gpu_need(fp.get("input_bytes"), fp.get("output_bytes"), self.param_bytes)
-        need = total if need is None else need
+        need = (total or 0) if need is None else need
         self.gpu_memory = GpuMemory(cfg.cache_dir, cfg.device, int(total * 0.95) if total else None)
         # while it waits, it holds two CUDA contexts and the reference's weights already
-        reserved = self.gpu_memory.reserve(need or 0, cfg.gpu_memory_wait_s, holding=self.param_bytes + (1 << 30))
-        self.v.timing["gpu_memory"] = {"reserved_mb": round((need or 0) / 2**20),
+        reserved = self.gpu_memory.reserve(need, cfg.gpu_memory_wait_s, holding=self.param_bytes + (1 << 30))
+        self.v.timing["gpu_memory"] = {"reserved_mb": round(need / 2**20),
                                        "waited_s": round(self.gpu_memory.waited_s, 3)}
         if not reserved:
             self.v.timing["gpu_memory"]["unreserved"] = "the wait for other evaluations' memory timed out"

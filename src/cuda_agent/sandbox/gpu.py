@@ -84,6 +84,12 @@ def gpu_memory_bytes(device: int = 0) -> int | None:
     return info.memory_mb << 20 if info is not None and info.memory_mb else None
 
 
+def gpu_key(device: int = 0) -> str:
+    """What names one GPU in the lock files: its UUID where nvidia-smi answers, else ``dev<index>``."""
+    info = gpu_info(device)
+    return info.uuid if info else f"dev{device}"
+
+
 def gpu_info(device: int = 0) -> GpuInfo | None:
     gpus = list_gpus()
     return gpus[device] if 0 <= device < len(gpus) else None
@@ -119,8 +125,7 @@ class GpuLock:
     """
 
     def __init__(self, cache_dir: Path, device: int = 0):
-        info = gpu_info(device)
-        self.key = key = info.uuid if info else f"dev{device}"
+        self.key = key = gpu_key(device)
         """Which GPU this lock is for (its UUID where nvidia-smi answers)."""
         lock_dir = Path(cache_dir) / "locks"
         lock_dir.mkdir(parents=True, exist_ok=True)
@@ -188,8 +193,7 @@ class GpuMemory:
     POLL_S = 0.2
 
     def __init__(self, cache_dir: Path, device: int = 0, total_bytes: int | None = None):
-        info = gpu_info(device)
-        key = info.uuid if info else f"dev{device}"
+        key = gpu_key(device)
         lock_dir = Path(cache_dir) / "locks"
         self.dir = lock_dir / f"gpu-{key}.mem"
         self.dir.mkdir(parents=True, exist_ok=True)
