@@ -17,18 +17,34 @@ caught / (all checked - equivalent) per module. The timing-sensitive tests in DE
 run: under parallel load they can fail on an unmutated tree, and such a failure would count as a catch.
 ``--work`` must lie outside /tmp: the tests that start a confined process (bubblewrap) see a private, empty /tmp,
 so a mutated package there cannot be imported inside the jail and mutmut's first test run fails.
+
+``--tier`` (repeatable) runs the mutants without mutmut's scheduler, by the mechanism mutmut itself uses
+(``MUTANT_UNDER_TEST=<name> python -m pytest -x`` in mutmut's ``mutants/`` tree): each mutant meets the first
+tier's tests, and one that survives them meets the next. mutmut only makes the mutants. Use it where every test
+starts worker processes (``worker``: minutes a mutant on 2 cores) with ``--sample N``, a seeded random subset
+whose score is reported with its 95% interval, and where mutmut's own clean-test run fails in the tree. Each
+tier first runs once unmutated; if that fails, nothing is scored (a failure would count as a catch). Results go
+to ``--work``/direct.jsonl as they come, and a second run with the same ``--work`` goes on where it stopped::
+
+    python benchmarks/mutation.py --work /var/tmp/mut_w --modules worker --sample 120 --children 2 \
+        --tier "tests/test_rehearsal.py -k 'not sigkilled'" --tier "tests/test_harness_error.py" --out w.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import random
+import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,6 +154,138 @@ def show_diffs(work: Path, env: dict, names: list[str], dest: Path) -> None:
     dest.write_text(out.stdout + out.stderr[-2000:])
 
 
+GENERATE = ("import os\nfrom mutmut.__main__ import (copy_also_copy_files, copy_src_dir, create_mutants, "
+            "set_mutant_under_test, setup_source_paths)\nos.makedirs('mutants', exist_ok=True)\n"
+            "set_mutant_under_test('mutant_generation')\ncopy_src_dir()\ncopy_also_copy_files()\n"
+            "setup_source_paths()\ncreate_mutants({children})\n")
+"""mutmut 3.8's generation phase alone (the first step of ``mutmut run``), for the direct mode."""
+
+
+def generate(work: Path, env: dict, children: int) -> None:
+    out = subprocess.run([sys.executable, "-c", GENERATE.format(children=children)], cwd=work, env=env,
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"mutmut could not make the mutants in {work}:\n{out.stderr[-3000:]}")
+    if not (work / "mutants" / "tests").exists():
+        shutil.copytree(work / "tests", work / "mutants" / "tests")
+
+
+def tier_args(tier: str, deselect: list[str]) -> list[str]:
+    """One tier's pytest arguments, with the run's deselection joined to the tier's own ``-k``."""
+    args = shlex.split(tier)
+    keep = " and ".join(f"not {t}" for t in deselect)
+    if "-k" in args:
+        i = args.index("-k")
+        args[i + 1] = f"({args[i + 1]}) and {keep}" if keep else args[i + 1]
+    elif keep:
+        args += ["-k", keep]
+    return args
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% interval of a share k/n measured on a random sample (Wilson's score interval)."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (round(max(0.0, mid - half), 4), round(min(1.0, mid + half), 4))
+
+
+def run_direct(work: Path, env: dict, names: list[str], tiers: list[list[str]], children: int,
+               timeout: float) -> dict[str, dict]:
+    """Each mutant through the tiers until one catches it; returns name -> {tier, rc, s}. Resumable."""
+    log = work / "direct.jsonl"
+    done: dict[str, dict] = {}
+    if log.exists():
+        for line in log.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:  # a line cut off when the last run was killed
+                continue
+            done[row["name"]] = row
+    lock = threading.Lock()
+    base = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not gpu"]
+
+    def pytest(name: str, args: list[str]) -> tuple[int, float]:
+        t0 = time.time()
+        try:
+            rc = subprocess.run([*base, *args], cwd=work / "mutants", env=dict(env, MUTANT_UNDER_TEST=name),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout,
+                                start_new_session=True).returncode
+        except subprocess.TimeoutExpired:
+            rc = -1
+        return rc, round(time.time() - t0, 1)
+
+    module = names[0].rsplit(".", 1)[0].split(".x")[0] if names else "cuda_agent.sandbox"
+    for i, args in enumerate(tiers):  # unmutated: a name that switches no function on
+        rc, s = pytest(f"{module}.x_no_such_function__mutmut_0", args)
+        print(f"tier {i + 1} unmutated: exit {rc} in {s} s", flush=True)
+        if rc != 0:
+            raise SystemExit(f"tier {i + 1} fails without a mutant (exit {rc}); fix it before scoring: "
+                             f"{shlex.join(args)}")
+
+    def one(name: str) -> None:
+        row = {"name": name, "tier": None, "rc": 0, "s": 0.0}
+        for i, args in enumerate(tiers):
+            rc, s = pytest(name, args)
+            row["s"] += s
+            if rc != 0:
+                row.update(tier=i + 1, rc=rc)
+                break
+        with lock:
+            done[name] = row
+            with open(log, "a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(f"{len(done):5d} {name} {'caught in tier %d' % row['tier'] if row['tier'] else 'survived'} "
+                  f"({row['s']:.0f} s)", flush=True)
+
+    todo = [n for n in names if n not in done]
+    with ThreadPoolExecutor(max_workers=children) as pool:
+        list(pool.map(one, todo))
+    return {n: done[n] for n in names if n in done}
+
+
+def direct(args, work: Path, env: dict, modules: list[str], deselect: list[str]) -> int:
+    env = {k: v for k, v in env.items() if k != "CUDA_AGENT_MUTATION_HITS"}  # no test-to-function stats here
+    t0 = time.time()
+    generate(work, env, args.children)
+    status = results(work, env)
+    names = sorted(n for n in status if n.split(".")[2] in modules)
+    if not names:
+        print(f"no mutants of {modules} in {work}", file=sys.stderr)
+        return 1
+    picked = random.Random(args.seed).sample(names, min(args.sample, len(names))) if args.sample else list(names)
+    print(f"{len(picked)} of {len(names)} mutants, {len(args.tier)} tiers, {args.children} at a time", flush=True)
+    rows = run_direct(work, env, picked, [tier_args(t, deselect) for t in args.tier], args.children,
+                      args.mutant_timeout)
+    equivalent = load_equivalent()
+    table = {}
+    for module in modules:
+        mine = {n: r for n, r in rows.items() if n.split(".")[2] == module}
+        scored = {n: r for n, r in mine.items() if n not in equivalent}
+        caught = sum(1 for r in scored.values() if r["tier"])
+        table[module] = {"mutants": sum(1 for n in names if n.split(".")[2] == module), "checked": len(mine),
+                         "caught": caught, "survived": len(scored) - caught, "equivalent": len(mine) - len(scored),
+                         "timeouts": sum(1 for r in scored.values() if r["rc"] == -1),
+                         "score": round(caught / len(scored), 4) if scored else None,
+                         "interval_95": wilson(caught, len(scored)) if args.sample else None,
+                         "caught_per_tier": dict(Counter(r["tier"] for r in scored.values() if r["tier"]))}
+    survivors = sorted(n for n, r in rows.items() if not r["tier"] and n not in equivalent)
+    report = {"modules": table, "wall_s": round(time.time() - t0, 1), "children": args.children,
+              "sample": args.sample, "seed": args.seed, "tiers": args.tier, "deselected": deselect,
+              "survivors": survivors, "mutants": rows}
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1))
+    if args.diffs:
+        show_diffs(work, env, survivors, args.diffs)
+    for m, r in table.items():
+        print(f"{m}: {r['caught']} caught of {r['caught'] + r['survived']} checked ({r['equivalent']} equivalent, "
+              f"{r['mutants']} mutants), score {r['score']}" + (f", 95% interval {r['interval_95']}"
+                                                                 if r["interval_95"] else ""))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, default=Path("/var/tmp/cuda_agent_mutation"), help="outside /tmp")
@@ -153,6 +301,12 @@ def main(argv: list[str] | None = None) -> int:
                     "src/ and tests/ are copied again, so tests written since are used (mutmut collects stats for new tests)")
     ap.add_argument("--rerun", type=Path, default=None, help="with --resume: check again only the mutants named in "
                     "this file (one a line, e.g. the survivors before new tests were written)")
+    ap.add_argument("--tier", action="append", default=[], help="direct mode (see above): pytest arguments of one "
+                    "tier, e.g. \"tests/test_rehearsal.py -k 'not slow'\"; repeat for later tiers")
+    ap.add_argument("--sample", type=int, default=0, help="direct mode: a random subset of this many mutants")
+    ap.add_argument("--seed", type=int, default=21, help="direct mode: the sample's seed")
+    ap.add_argument("--mutant-timeout", type=float, default=600, help="direct mode: seconds for one tier of one "
+                    "mutant (a timeout counts as caught: keep it well above the unmutated tier's time under load)")
     args = ap.parse_args(argv)
     modules = args.modules.split(",")
     deselect = DESELECT + [t for t in args.deselect.split(",") if t]
@@ -172,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     # exists before mutmut starts: a PYTHONPATH folder missing at interpreter start is cached as absent, and
     # the tests in mutmut's own process would import the unmutated package instead
     (work / "mutants" / "src").mkdir(parents=True, exist_ok=True)
+    if args.tier:
+        return direct(args, work, env, modules, deselect)
     t0 = time.time()
     names = args.rerun.read_text().split() if args.rerun else []
     proc = subprocess.Popen([*MUTMUT, "run", "--max-children", str(args.children), *names], cwd=work, env=env,
