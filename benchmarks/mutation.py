@@ -193,8 +193,10 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def run_direct(work: Path, env: dict, names: list[str], tiers: list[list[str]], children: int,
-               timeout: float) -> dict[str, dict]:
-    """Each mutant through the tiers until one catches it; returns name -> {tier, rc, s}. Resumable."""
+               timeout: float, deadline: float = math.inf) -> dict[str, dict]:
+    """Each mutant through the tiers until one catches it; returns name -> {tier, rc, s}. Resumable. No mutant
+    starts after ``deadline`` (time.time()); those checked by then are a random subset, names being in random
+    order."""
     log = work / "direct.jsonl"
     done: dict[str, dict] = {}
     if log.exists():
@@ -226,6 +228,8 @@ def run_direct(work: Path, env: dict, names: list[str], tiers: list[list[str]], 
                              f"{shlex.join(args)}")
 
     def one(name: str) -> None:
+        if time.time() > deadline:
+            return
         row = {"name": name, "tier": None, "rc": 0, "s": 0.0}
         for i, args in enumerate(tiers):
             rc, s = pytest(name, args)
@@ -257,19 +261,21 @@ def direct(args, work: Path, env: dict, modules: list[str], deselect: list[str])
         return 1
     picked = random.Random(args.seed).sample(names, min(args.sample, len(names))) if args.sample else list(names)
     print(f"{len(picked)} of {len(names)} mutants, {len(args.tier)} tiers, {args.children} at a time", flush=True)
+    random.Random(args.seed).shuffle(picked)  # the order checked: a run cut short has checked a random subset
     rows = run_direct(work, env, picked, [tier_args(t, deselect) for t in args.tier], args.children,
-                      args.mutant_timeout)
+                      args.mutant_timeout, t0 + args.time_limit if args.time_limit else math.inf)
     equivalent = load_equivalent()
     table = {}
     for module in modules:
         mine = {n: r for n, r in rows.items() if n.split(".")[2] == module}
+        total = sum(1 for n in names if n.split(".")[2] == module)
         scored = {n: r for n, r in mine.items() if n not in equivalent}
         caught = sum(1 for r in scored.values() if r["tier"])
-        table[module] = {"mutants": sum(1 for n in names if n.split(".")[2] == module), "checked": len(mine),
+        table[module] = {"mutants": total, "checked": len(mine),
                          "caught": caught, "survived": len(scored) - caught, "equivalent": len(mine) - len(scored),
                          "timeouts": sum(1 for r in scored.values() if r["rc"] == -1),
                          "score": round(caught / len(scored), 4) if scored else None,
-                         "interval_95": wilson(caught, len(scored)) if args.sample else None,
+                         "interval_95": wilson(caught, len(scored)) if len(mine) < total else None,  # a sample
                          "caught_per_tier": dict(Counter(r["tier"] for r in scored.values() if r["tier"]))}
     survivors = sorted(n for n, r in rows.items() if not r["tier"] and n not in equivalent)
     report = {"modules": table, "wall_s": round(time.time() - t0, 1), "children": args.children,
@@ -294,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tests", default="tests", help="space-separated pytest paths (default: the CPU suite)")
     ap.add_argument("--deselect", default="", help="comma-separated test names also left out of this run, e.g. "
                     "the rehearsal tests that start workers when the modules under test are the static rules")
-    ap.add_argument("--time-limit", type=float, default=None, help="stop mutmut after this many seconds")
+    ap.add_argument("--time-limit", type=float, default=None, help="stop mutmut after this many seconds "
+                    "(direct mode: no mutant starts after it; the report covers those checked)")
     ap.add_argument("--out", type=Path, default=None, help="JSON: per-module table and every survivor")
     ap.add_argument("--diffs", type=Path, default=None, help="text: the diff of every survivor")
     ap.add_argument("--resume", action="store_true", help="keep --work as it is and go on where mutmut stopped; "

@@ -31,6 +31,7 @@ def sandbox(cache_dir):
     return SandboxConfig(cache_dir=cache_dir, rep_ms=50.0, warmup_ms=10.0, run_timeout_s=120.0)
 
 
+@pytest.mark.timing
 def test_replayed_honest_episode_reaches_a_verified_faster_solution(tmp_path, cache_dir):
     config = AgentConfig(sandbox=sandbox(cache_dir))  # stops early if the kernel beats torch.compile by > 5%
     traj = tmp_path / "trajectories.jsonl"
@@ -61,6 +62,7 @@ def test_replayed_honest_episode_reaches_a_verified_faster_solution(tmp_path, ca
     assert to_trl(loaded)["messages"][2]["tool_calls"][0]["function"]["arguments"] == {"path": "model.py"}
 
 
+@pytest.mark.timing
 def test_optimize_own_module_writes_a_working_dropin(tmp_path, cache_dir, monkeypatch, capsys):
     monkeypatch.setenv("CUDA_AGENT_CACHE", str(cache_dir))
     out = tmp_path / "out"

@@ -19,7 +19,7 @@ from cuda_agent.sandbox import SandboxConfig, evaluate, load_solution
 from cuda_agent.sandbox.roofline import ABOVE_BOUND, OFF_SPEC, peaks_for
 from cuda_agent.tasks import load_task
 
-from ..conftest import EXAMPLES, SOLUTIONS, TASKS
+from ..conftest import EXAMPLES, SOLUTIONS, TASKS, clocks
 
 pytestmark = pytest.mark.gpu
 
@@ -31,10 +31,12 @@ def run(cache_dir, task, solution, **overrides):
     cfg.update(overrides)
     v = evaluate(load_task(task), load_solution(solution) if solution else None, SandboxConfig(**cfg))
     print(f"\n{task.name} / {getattr(solution, 'name', 'reference')}: {v.verdict} ms={v.ms} eager={v.eager_ms} "
-          f"compile={v.compile_ms} flags={v.flags}\n  roofline={v.roofline}\n  bandwidth={v.timing.get('bandwidth')}")
+          f"compile={v.compile_ms} flags={v.flags}\n  clocks={clocks(v)}\n  roofline={v.roofline}\n"
+          f"  bandwidth={v.timing.get('bandwidth')}")
     return v
 
 
+@pytest.mark.timing
 def test_an_honest_copy_reaches_the_measured_bandwidth_bound(cache_dir):
     v = run(cache_dir, TASKS / "copy_large.py", SOLUTIONS / "honest_copy", use_baseline_cache=False)
     assert v.verdict == "correct", (v.reasons, v.log)
@@ -56,6 +58,7 @@ def test_the_measured_bandwidth_is_cached_per_gpu(cache_dir):
     assert "bandwidth" not in again.timing  # read from the cache, not measured again
 
 
+@pytest.mark.timing
 def test_cublas_tf32_gemm_is_near_the_tensor_core_peak(cache_dir):
     v = run(cache_dir, TASKS / "gemm_large.py", None, precision="tf32", calibrate=True, rep_ms=300.0)
     assert v.verdict == "correct", (v.reasons, v.log)
@@ -81,6 +84,7 @@ def _hopper() -> bool:
     return torch.cuda.is_available() and torch.cuda.get_device_capability(0) == (9, 0)
 
 
+@pytest.mark.timing
 @pytest.mark.skipif(not _hopper(), reason="the sm_90a kernel runs on compute capability 9.0 only")
 @pytest.mark.parametrize("solution", [SOLUTIONS / "honest_swish_sm90a", SOLUTIONS / "honest_swish_sm90a_inline.py"],
                          ids=["workspace", "load_inline"])

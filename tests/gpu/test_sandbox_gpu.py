@@ -10,7 +10,7 @@ import pytest
 from cuda_agent.sandbox import SandboxConfig, evaluate, load_solution
 from cuda_agent.tasks import load_task
 
-from ..conftest import EXAMPLES, SOLUTIONS, TASKS
+from ..conftest import EXAMPLES, SOLUTIONS, TASKS, clocks
 
 pytestmark = pytest.mark.gpu
 
@@ -24,7 +24,8 @@ def run(cache_dir, task, solution, **overrides):
     v = evaluate(load_task(task), load_solution(solution) if solution else None, SandboxConfig(**cfg))
     print(f"\n{getattr(solution, 'name', solution)}: {v.verdict} reward={v.reward} ms={v.ms} eager={v.eager_ms} "
           f"compile={v.compile_ms} rel_err={v.rel_err} flags={v.flags}\n  eval_s={v.eval_s} build_s={v.build_s} "
-          f"baseline_s={v.baseline_s} cached={v.baseline_cached} timing={ {k: v.timing.get(k) for k in ('compile_s', 'gpu_lock_s', 'gpu_exclusive_s')} }\n  reasons={v.reasons}\n  log={v.log[:600]}")
+          f"baseline_s={v.baseline_s} cached={v.baseline_cached} compile_s={v.timing.get('compile_s')}\n  clocks={clocks(v)}\n"
+          f"  reasons={v.reasons}\n  log={v.log[:600]}")
     return v
 
 
@@ -37,6 +38,7 @@ HONEST = [
 ]
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("label,task,solution", HONEST, ids=[h[0] for h in HONEST])
 def test_honest_kernels_pass(cache_dir, label, task, solution):
     v = run(cache_dir, task, solution)
@@ -51,6 +53,7 @@ def test_honest_kernels_pass(cache_dir, label, task, solution):
     assert v.confinement["pid"].startswith("shared") and v.confinement["process_guard"]["enforced"], v.confinement
 
 
+@pytest.mark.timing
 def test_honest_fused_elementwise_beats_eager(cache_dir):
     v = run(cache_dir, SWISH, EXAMPLES / "swish" / "solution")
     assert v.verdict == "correct" and v.speedup_vs_eager > 1.05 and v.reward >= 2
@@ -154,6 +157,7 @@ def test_dynamic_defenses_hold_without_static_rules(cache_dir, label, task, solu
     _first_reason_from(v, where)
 
 
+@pytest.mark.timing
 def test_side_stream_work_is_charged_without_static_rules(cache_dir):
     """The side-stream kernel launches 21 times the honest kernel's work where the events cannot see it.
     Neutralized means its reward is no better than the honest kernel's and its time shows the work."""
@@ -173,6 +177,7 @@ def test_tf32_kernel_is_fair_in_tf32_mode(cache_dir):
     assert v.precision["baseline"]["matmul_allow_tf32"] is True
 
 
+@pytest.mark.timing
 def test_calibration_reference_scores_one(cache_dir):
     v = run(cache_dir, SWISH, None, calibrate=True, rep_ms=200.0)
     assert v.verdict == "correct", v.reasons
