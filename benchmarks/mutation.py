@@ -192,13 +192,10 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (round(max(0.0, mid - half), 4), round(min(1.0, mid + half), 4))
 
 
-def run_direct(work: Path, env: dict, names: list[str], tiers: list[list[str]], children: int,
-               timeout: float, deadline: float = math.inf) -> dict[str, dict]:
-    """Each mutant through the tiers until one catches it; returns name -> {tier, rc, s}. Resumable. No mutant
-    starts after ``deadline`` (time.time()); those checked by then are a random subset, names being in random
-    order."""
-    log = work / "direct.jsonl"
+def load_direct(work: Path) -> dict[str, dict]:
+    """The direct mode's results so far (``--work``/direct.jsonl): name -> {tier, rc, s}."""
     done: dict[str, dict] = {}
+    log = work / "direct.jsonl"
     if log.exists():
         for line in log.read_text().splitlines():
             try:
@@ -206,6 +203,16 @@ def run_direct(work: Path, env: dict, names: list[str], tiers: list[list[str]], 
             except json.JSONDecodeError:  # a line cut off when the last run was killed
                 continue
             done[row["name"]] = row
+    return done
+
+
+def run_direct(work: Path, env: dict, names: list[str], tiers: list[list[str]], children: int,
+               timeout: float, deadline: float = math.inf) -> dict[str, dict]:
+    """Each mutant through the tiers until one catches it; returns name -> {tier, rc, s}. Resumable. No mutant
+    starts after ``deadline`` (time.time()); those checked by then are a random subset, names being in random
+    order."""
+    log = work / "direct.jsonl"
+    done = load_direct(work)
     lock = threading.Lock()
     base = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not gpu"]
 
@@ -253,7 +260,8 @@ def run_direct(work: Path, env: dict, names: list[str], tiers: list[list[str]], 
 def direct(args, work: Path, env: dict, modules: list[str], deselect: list[str]) -> int:
     env = {k: v for k, v in env.items() if k != "CUDA_AGENT_MUTATION_HITS"}  # no test-to-function stats here
     t0 = time.time()
-    generate(work, env, args.children)
+    if not args.report_only:
+        generate(work, env, args.children)
     status = results(work, env)
     names = sorted(n for n in status if n.split(".")[2] in modules)
     if not names:
@@ -262,8 +270,12 @@ def direct(args, work: Path, env: dict, modules: list[str], deselect: list[str])
     picked = random.Random(args.seed).sample(names, min(args.sample, len(names))) if args.sample else list(names)
     print(f"{len(picked)} of {len(names)} mutants, {len(args.tier)} tiers, {args.children} at a time", flush=True)
     random.Random(args.seed).shuffle(picked)  # the order checked: a run cut short has checked a random subset
-    rows = run_direct(work, env, picked, [tier_args(t, deselect) for t in args.tier], args.children,
-                      args.mutant_timeout, t0 + args.time_limit if args.time_limit else math.inf)
+    if args.report_only:  # what a run (perhaps still going, or killed) has checked so far
+        done = load_direct(work)
+        rows = {n: done[n] for n in picked if n in done}
+    else:
+        rows = run_direct(work, env, picked, [tier_args(t, deselect) for t in args.tier], args.children,
+                          args.mutant_timeout, t0 + args.time_limit if args.time_limit else math.inf)
     equivalent = load_equivalent()
     table = {}
     for module in modules:
@@ -314,16 +326,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=21, help="direct mode: the sample's seed")
     ap.add_argument("--mutant-timeout", type=float, default=600, help="direct mode: seconds for one tier of one "
                     "mutant (a timeout counts as caught: keep it well above the unmutated tier's time under load)")
+    ap.add_argument("--report-only", action="store_true", help="direct mode, with --resume and the run's own "
+                    "arguments: report what that run has checked so far, running nothing")
     args = ap.parse_args(argv)
     modules = args.modules.split(",")
     deselect = DESELECT + [t for t in args.deselect.split(",") if t]
     work = args.work.resolve()
     if work == Path("/tmp") or Path("/tmp") in work.parents:
         ap.error("--work must lie outside /tmp (confined test processes get an empty /tmp of their own)")
+    if args.report_only and not (args.resume and args.tier and (work / "mutants").exists()):
+        ap.error("--report-only needs --resume, --tier and a --work that holds a run")
     if not (args.resume and (work / "mutants").exists()):
         copy_tree(work)
         configure(work, modules, args.tests.split(), deselect)
-    else:
+    elif not args.report_only:
         refresh_tree(work)
     path = [str(work / "mutants" / "src"), str(SUPPORT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(path),
