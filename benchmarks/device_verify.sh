@@ -2,7 +2,7 @@
 # What still has to run on the H200, in stages that each fit one device call (<= ~9.5 min).
 # Usage (from the device tool, repo root):  bash benchmarks/device_verify.sh STAGE [STAGE ...]
 #   (several stages run in order in one call; after `smoke`, the rest run only if both smoke evaluations
-#   were correct; STAGE_TIMEOUT=S caps the pytest stages, `tests` and `roofline`, at S seconds)
+#   were correct; STAGE_TIMEOUT=S caps the pytest stages, `tests`, `tests-timing` and `roofline`, at S seconds)
 #   setup    - the installation only (every stage does it first)
 #   smoke    - (~1 min, run it first) one confined and one unconfined evaluation of examples/swish
 #   tests    - pytest -m "gpu and not timing" -n 8: sandbox (failures, every cheat, static-off), agent, synth GPU

@@ -23,8 +23,11 @@ so a mutated package there cannot be imported inside the jail and mutmut's first
 tier's tests, and one that survives them meets the next. mutmut only makes the mutants. Use it where every test
 starts worker processes (``worker``: minutes a mutant on 2 cores) with ``--sample N``, a seeded random subset
 whose score is reported with its 95% interval, and where mutmut's own clean-test run fails in the tree. Each
-tier first runs once unmutated; if that fails, nothing is scored (a failure would count as a catch). Results go
-to ``--work``/direct.jsonl as they come, and a second run with the same ``--work`` goes on where it stopped::
+tier first runs unmutated, ``--children`` at once as the mutants will; if that fails, nothing is scored (a
+failure would count as a catch). A mutant's run that outlasts ``--mutant-timeout`` (at least 3x the slowest
+unmutated tier) is killed with every process it started. Results go to ``--work``/direct.jsonl as they come,
+with the tests that failed, under a first line of the settings they depend on; ``--resume`` with the same
+arguments goes on where a run stopped, and ``--resume --report-only`` reports a run so far::
 
     python benchmarks/mutation.py --work /var/tmp/mut_w --modules worker --sample 120 --children 2 \
         --tier "tests/test_rehearsal.py -k 'not sigkilled'" --tier "tests/test_harness_error.py" --out w.json
@@ -33,14 +36,18 @@ to ``--work``/direct.jsonl as they come, and a second run with the same ``--work
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import json
 import math
 import os
 import random
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -173,6 +180,11 @@ def generate(work: Path, env: dict, children: int) -> None:
 def tier_args(tier: str, deselect: list[str]) -> list[str]:
     """One tier's pytest arguments, with the run's deselection joined to the tier's own ``-k``."""
     args = shlex.split(tier)
+    odd = [a for a in args if a.startswith(("-k=", "--keyword", "-m", "--markexpr")) or
+           (a.startswith("-k") and a != "-k")]
+    if odd or args.count("-k") > 1:
+        raise SystemExit(f"tier {tier!r}: give one filter as a separate '-k EXPR' (and no -m: the run keeps "
+                         f"'-m \"not gpu\"'); not {odd or ['-k', '-k']}")
     keep = " and ".join(f"not {t}" for t in deselect)
     if "-k" in args:
         i = args.index("-k")
@@ -192,64 +204,106 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (round(max(0.0, mid - half), 4), round(min(1.0, mid + half), 4))
 
 
-def load_direct(work: Path) -> dict[str, dict]:
-    """The direct mode's results so far (``--work``/direct.jsonl): name -> {tier, rc, s}."""
+def direct_settings(work: Path, modules: list[str], tiers: list[list[str]], timeout: float) -> dict:
+    """What a direct run's results depend on: its tiers (deselection included), the per-tier timeout, and the
+    source of each module under mutation (a resumed run whose source changed would reuse names that now
+    stand for other mutants)."""
+    src = work / "src" / "cuda_agent" / "sandbox"
+    return {"tiers": tiers, "mutant_timeout": timeout,
+            "sources": {m: hashlib.sha256((src / f"{m}.py").read_bytes()).hexdigest()[:16] for m in modules}}
+
+
+def load_direct(work: Path, settings: dict | None = None) -> dict[str, dict]:
+    """The direct mode's results so far (``--work``/direct.jsonl, whose first line holds the settings they
+    were made with): name -> {tier, rc, timeout, s, failed}. Results made with other settings are refused."""
     done: dict[str, dict] = {}
     log = work / "direct.jsonl"
-    if log.exists():
-        for line in log.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:  # a line cut off when the last run was killed
-                continue
-            done[row["name"]] = row
+    if not log.exists():
+        return done
+    lines = log.read_text().splitlines()
+    head = json.loads(lines[0]).get("settings") if lines else None
+    if settings is not None and head != settings:
+        raise SystemExit(f"{log} holds results made with other settings (tiers, timeout or the mutated source):\n"
+                         f"  there: {head}\n  now:   {settings}\nstart a new --work, or run with the same arguments")
+    for line in lines[1:]:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # a line cut off when the last run was killed
+            continue
+        done[row["name"]] = row
     return done
 
 
 def run_direct(work: Path, env: dict, names: list[str], tiers: list[list[str]], children: int,
-               timeout: float, deadline: float = math.inf) -> dict[str, dict]:
-    """Each mutant through the tiers until one catches it; returns name -> {tier, rc, s}. Resumable. No mutant
-    starts after ``deadline`` (time.time()); those checked by then are a random subset, names being in random
-    order."""
+               timeout: float, settings: dict, deadline: float = math.inf) -> dict[str, dict]:
+    """Each mutant through the tiers until one catches it; returns name -> {tier, rc, timeout, s, failed}.
+    Resumable. No mutant starts after ``deadline`` (time.time()); those checked by then are a random subset,
+    names being in random order."""
     log = work / "direct.jsonl"
-    done = load_direct(work)
+    done = load_direct(work, settings)
+    if not log.exists():
+        log.write_text(json.dumps({"settings": settings}) + "\n")
     lock = threading.Lock()
-    base = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not gpu"]
+    base = [sys.executable, "-m", "pytest", "-q", "-x", "-rf", "-p", "no:cacheprovider", "-m", "not gpu"]
 
-    def pytest(name: str, args: list[str]) -> tuple[int, float]:
+    def pytest(name: str, args: list[str]) -> dict:
+        """One pytest run with ``name`` switched on; its process group (sandbox workers, jails) is killed
+        at the timeout, so that nothing it started loads the host for the mutants after it."""
         t0 = time.time()
-        try:
-            rc = subprocess.run([*base, *args], cwd=work / "mutants", env=dict(env, MUTANT_UNDER_TEST=name),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout,
-                                start_new_session=True).returncode
-        except subprocess.TimeoutExpired:
-            rc = -1
-        return rc, round(time.time() - t0, 1)
+        with tempfile.TemporaryFile("w+") as out:
+            p = subprocess.Popen([*base, *args], cwd=work / "mutants", env=dict(env, MUTANT_UNDER_TEST=name),
+                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            timed_out = False
+            try:
+                p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+            out.seek(0)
+            failed = [ln.split(" ", 1)[1][:200] for ln in out.read().splitlines()
+                      if ln.startswith(("FAILED ", "ERROR "))][:3]
+        return {"rc": p.returncode, "timeout": timed_out, "s": round(time.time() - t0, 1), "failed": failed}
 
     module = names[0].rsplit(".", 1)[0].split(".x")[0] if names else "cuda_agent.sandbox"
-    for i, args in enumerate(tiers):  # unmutated: a name that switches no function on
-        rc, s = pytest(f"{module}.x_no_such_function__mutmut_0", args)
-        print(f"tier {i + 1} unmutated: exit {rc} in {s} s", flush=True)
-        if rc != 0:
-            raise SystemExit(f"tier {i + 1} fails without a mutant (exit {rc}); fix it before scoring: "
-                             f"{shlex.join(args)}")
+    slowest = 0.0
+    for i, args in enumerate(tiers):
+        # unmutated (a name that switches no function on), `children` at once as the mutants will run
+        with ThreadPoolExecutor(max_workers=children) as pool:
+            runs = list(pool.map(pytest, [f"{module}.x_no_such_function__mutmut_0"] * children, [args] * children))
+        slowest = max([slowest] + [r["s"] for r in runs])
+        print(f"tier {i + 1} unmutated ({children} at once): exits {[r['rc'] for r in runs]} in "
+              f"{[r['s'] for r in runs]} s", flush=True)
+        bad = [r for r in runs if r["rc"] != 0]
+        if bad:
+            raise SystemExit(f"tier {i + 1} fails without a mutant (exit {bad[0]['rc']}, {bad[0]['failed']}); "
+                             f"fix it before scoring: {shlex.join(args)}")
+    if timeout < 3 * slowest:
+        raise SystemExit(f"--mutant-timeout {timeout:.0f} s is under 3x the slowest unmutated tier ({slowest:.0f} s):"
+                         " a slowed run would count as a catch")
+    forced = pytest("fail", tiers[0])  # mutmut's own check: the trampolines are reached and a failure shows
+    if forced["rc"] == 0:
+        raise SystemExit("MUTANT_UNDER_TEST=fail passed tier 1: the mutated package is not the one the tests import")
 
     def one(name: str) -> None:
         if time.time() > deadline:
             return
-        row = {"name": name, "tier": None, "rc": 0, "s": 0.0}
+        row = {"name": name, "tier": None, "rc": 0, "timeout": False, "s": 0.0, "failed": []}
         for i, args in enumerate(tiers):
-            rc, s = pytest(name, args)
-            row["s"] += s
-            if rc != 0:
-                row.update(tier=i + 1, rc=rc)
+            r = pytest(name, args)
+            row["s"] = round(row["s"] + r["s"], 1)
+            if r["rc"] != 0:
+                row.update(tier=i + 1, rc=r["rc"], timeout=r["timeout"], failed=r["failed"])
                 break
         with lock:
             done[name] = row
             with open(log, "a") as f:
                 f.write(json.dumps(row) + "\n")
-            print(f"{len(done):5d} {name} {'caught in tier %d' % row['tier'] if row['tier'] else 'survived'} "
-                  f"({row['s']:.0f} s)", flush=True)
+            outcome = f"caught in tier {row['tier']}" if row["tier"] else "survived"
+            print(f"{len(done):5d} {name} {outcome} "
+                  f"({row['s']:.0f} s) {row['failed'][:1]}", flush=True)
 
     todo = [n for n in names if n not in done]
     with ThreadPoolExecutor(max_workers=children) as pool:
@@ -270,12 +324,19 @@ def direct(args, work: Path, env: dict, modules: list[str], deselect: list[str])
     picked = random.Random(args.seed).sample(names, min(args.sample, len(names))) if args.sample else list(names)
     print(f"{len(picked)} of {len(names)} mutants, {len(args.tier)} tiers, {args.children} at a time", flush=True)
     random.Random(args.seed).shuffle(picked)  # the order checked: a run cut short has checked a random subset
-    if args.report_only:  # what a run (perhaps still going, or killed) has checked so far
-        done = load_direct(work)
-        rows = {n: done[n] for n in picked if n in done}
+    tiers = [tier_args(t, deselect) for t in args.tier]
+    settings = direct_settings(work, modules, tiers, args.mutant_timeout)
+    if args.report_only:
+        # what a run (perhaps still going, or killed) has checked so far: the longest finished stretch of its
+        # order, since the mutants still in flight lean towards survivors (they run every tier)
+        done, rows = load_direct(work, settings), {}
+        for n in picked:
+            if n not in done:
+                break
+            rows[n] = done[n]
     else:
-        rows = run_direct(work, env, picked, [tier_args(t, deselect) for t in args.tier], args.children,
-                          args.mutant_timeout, t0 + args.time_limit if args.time_limit else math.inf)
+        rows = run_direct(work, env, picked, tiers, args.children, args.mutant_timeout, settings,
+                          t0 + args.time_limit if args.time_limit else math.inf)
     equivalent = load_equivalent()
     table = {}
     for module in modules:
@@ -285,7 +346,11 @@ def direct(args, work: Path, env: dict, modules: list[str], deselect: list[str])
         caught = sum(1 for r in scored.values() if r["tier"])
         table[module] = {"mutants": total, "checked": len(mine),
                          "caught": caught, "survived": len(scored) - caught, "equivalent": len(mine) - len(scored),
-                         "timeouts": sum(1 for r in scored.values() if r["rc"] == -1),
+                         "timeouts": sum(1 for r in scored.values() if r.get("timeout")),
+                         # caught by an exit other than failed tests (1) or the timeout: pytest's own errors,
+                         # a signal; each row's "failed" names what failed
+                         "other_exits": sum(1 for r in scored.values()
+                                            if r["tier"] and r["rc"] != 1 and not r.get("timeout")),
                          "score": round(caught / len(scored), 4) if scored else None,
                          "interval_95": wilson(caught, len(scored)) if len(mine) < total else None,  # a sample
                          "caught_per_tier": dict(Counter(r["tier"] for r in scored.values() if r["tier"]))}
@@ -336,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--work must lie outside /tmp (confined test processes get an empty /tmp of their own)")
     if args.report_only and not (args.resume and args.tier and (work / "mutants").exists()):
         ap.error("--report-only needs --resume, --tier and a --work that holds a run")
+    if args.tier and not args.resume and (work / "direct.jsonl").exists():
+        ap.error(f"{work} holds a direct run's results: --resume to go on with it, or another --work")
     if not (args.resume and (work / "mutants").exists()):
         copy_tree(work)
         configure(work, modules, args.tests.split(), deselect)

@@ -184,6 +184,7 @@ def test_calibration_reference_scores_one(cache_dir):
     assert 0.9 < v.speedup_vs_eager < 1.1
 
 
+@pytest.mark.timing
 def test_second_evaluation_reads_cached_baselines_and_build(cache_dir):
     run(cache_dir, TASKS / "row_sum.py", SOLUTIONS / "honest_row_sum")
     v = run(cache_dir, TASKS / "row_sum.py", SOLUTIONS / "honest_row_sum")
