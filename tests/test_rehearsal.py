@@ -539,6 +539,25 @@ def get_init_inputs():
 '''
 
 
+def test_a_model_new_whose_weights_do_not_match_is_told_every_key_that_differs(rehearse, tmp_path):
+    """ModelNew gets Model's weights through load_state_dict; when its parameters differ, the verdict quotes
+    torch's whole list (missing and unexpected keys), not only the last line of it."""
+    task = tmp_path / "scaled_swish.py"
+    task.write_text(TASK.read_text().replace("        super().__init__()\n",
+                                             "        super().__init__()\n        self.scale = nn.Parameter(torch.ones(4))\n", 1))
+    ws = _variant(tmp_path, (HONEST / "model_new.py").read_text().replace(
+        "        super().__init__()\n",
+        "        super().__init__()\n        self.other = nn.Parameter(torch.ones(4))\n", 1).replace(
+        "import torch.nn as nn", "import torch\nimport torch.nn as nn", 1))
+    v = rehearse(ws, task=task)
+    assert v.verdict == "runtime_error", (v.verdict, v.reasons, v.log)
+    text = " ".join(v.reasons) + v.log
+    assert "ModelNew must accept load_state_dict" in text, (v.reasons, v.log)
+    # ModelNew's own parameter is missing from Model's weights, and Model's is unexpected to ModelNew
+    assert 'Missing key(s) in state_dict: "other"' in text and 'Unexpected key(s) in state_dict: "scale"' in text, \
+        (v.reasons, v.log)
+
+
 def test_a_plain_number_among_the_inputs_travels_to_both_workers(rehearse, tmp_path):
     """KernelBench L1_5 passes a float beside its matrix: the reference draws it, shares it by value with the
     candidate's worker (share.Exporter), and both compute with it; the calibration comes out correct."""

@@ -203,3 +203,6 @@ def test_honest_kernel_passes_the_timed_output_check(cache_dir):
     # host load (the suite runs -n 8) can call for a second timing attempt; the outputs of both are checked
     iters = v.timing["retimed"]["attempt_iters"] if "retimed" in v.timing else [v.timing["iters"]]
     assert v.timing["timed_outputs_checked"] == sum(iters) > 0, v.timing
+    # each worker reports its own GPU's peak (the memory ledger's fit data and the reports read it)
+    mem = v.timing["memory"]
+    assert mem["reference_peak_gpu_mb"] > 0 and mem["candidate_peak_gpu_mb"] > 0, mem
