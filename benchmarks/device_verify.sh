@@ -6,7 +6,7 @@
 #   setup    - the installation only (every stage does it first)
 #   smoke    - (~1 min, run it first) one confined and one unconfined evaluation of examples/swish
 #   tests    - pytest -m "gpu and not timing" -n 8: sandbox (failures, every cheat, static-off), agent, synth GPU
-#   tests-timing - (~6 min) pytest -m "gpu and timing", one test at a time: the tests that assert the timing of
+#   tests-timing - (several minutes; not yet run as a stage) pytest -m "gpu and timing", one test at a time: the tests that assert the timing of
 #              short kernels (honest speedups, no clock flags); with 8 tests sharing the host they flake
 #   figures  - sandbox repeatability (the GEMM and a compute-bound sin loop) / calibration / hardening cost
 #   agent    - the agent loop's overhead on the replayed episode (cold + warm caches)
