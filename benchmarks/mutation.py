@@ -204,12 +204,12 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (round(max(0.0, mid - half), 4), round(min(1.0, mid + half), 4))
 
 
-def direct_settings(work: Path, modules: list[str], tiers: list[list[str]], timeout: float) -> dict:
-    """What a direct run's results depend on: its tiers (deselection included), the per-tier timeout, and the
-    source of each module under mutation (a resumed run whose source changed would reuse names that now
-    stand for other mutants)."""
+def direct_settings(work: Path, modules: list[str], tiers: list[list[str]]) -> dict:
+    """What a direct run's results depend on: its tiers (deselection included) and the source of each module
+    under mutation (a resumed run whose source changed would reuse names that now stand for other mutants).
+    The timeout is kept per result: a resumed run with a longer one runs the timed-out mutants again."""
     src = work / "src" / "cuda_agent" / "sandbox"
-    return {"tiers": tiers, "mutant_timeout": timeout,
+    return {"tiers": tiers,
             "sources": {m: hashlib.sha256((src / f"{m}.py").read_bytes()).hexdigest()[:16] for m in modules}}
 
 
@@ -223,7 +223,7 @@ def load_direct(work: Path, settings: dict | None = None) -> dict[str, dict]:
     lines = log.read_text().splitlines()
     head = json.loads(lines[0]).get("settings") if lines else None
     if settings is not None and head != settings:
-        raise SystemExit(f"{log} holds results made with other settings (tiers, timeout or the mutated source):\n"
+        raise SystemExit(f"{log} holds results made with other settings (tiers or the mutated source):\n"
                          f"  there: {head}\n  now:   {settings}\nstart a new --work, or run with the same arguments")
     for line in lines[1:]:
         try:
@@ -240,7 +240,8 @@ def run_direct(work: Path, env: dict, names: list[str], tiers: list[list[str]], 
     Resumable. No mutant starts after ``deadline`` (time.time()); those checked by then are a random subset,
     names being in random order."""
     log = work / "direct.jsonl"
-    done = load_direct(work, settings)
+    done = {n: r for n, r in load_direct(work, settings).items()
+            if not (r.get("timeout") and r.get("limit", 0) < timeout)}  # timed out under a shorter limit: again
     if not log.exists():
         log.write_text(json.dumps({"settings": settings}) + "\n")
     lock = threading.Lock()
@@ -270,11 +271,18 @@ def run_direct(work: Path, env: dict, names: list[str], tiers: list[list[str]], 
     module = names[0].rsplit(".", 1)[0].split(".x")[0] if names else "cuda_agent.sandbox"
     slowest = 0.0
     for i, args in enumerate(tiers):
-        # unmutated (a name that switches no function on), `children` at once as the mutants will run
-        with ThreadPoolExecutor(max_workers=children) as pool:
-            runs = list(pool.map(pytest, [f"{module}.x_no_such_function__mutmut_0"] * children, [args] * children))
+        key = f"unmutated tier {i + 1}"  # kept in direct.jsonl: a resumed run does not pay for the check again
+        runs = done.get(key, {}).get("runs")
+        if not (runs and len(runs) >= children and all(r["rc"] == 0 for r in runs)):
+            # unmutated (a name that switches no function on), `children` at once as the mutants will run
+            with ThreadPoolExecutor(max_workers=children) as pool:
+                runs = list(pool.map(pytest, [f"{module}.x_no_such_function__mutmut_0"] * children,
+                                     [args] * children))
+            if all(r["rc"] == 0 for r in runs):
+                with open(log, "a") as f:
+                    f.write(json.dumps({"name": key, "runs": runs}) + "\n")
         slowest = max([slowest] + [r["s"] for r in runs])
-        print(f"tier {i + 1} unmutated ({children} at once): exits {[r['rc'] for r in runs]} in "
+        print(f"tier {i + 1} unmutated ({len(runs)} at once): exits {[r['rc'] for r in runs]} in "
               f"{[r['s'] for r in runs]} s", flush=True)
         bad = [r for r in runs if r["rc"] != 0]
         if bad:
@@ -290,7 +298,7 @@ def run_direct(work: Path, env: dict, names: list[str], tiers: list[list[str]], 
     def one(name: str) -> None:
         if time.time() > deadline:
             return
-        row = {"name": name, "tier": None, "rc": 0, "timeout": False, "s": 0.0, "failed": []}
+        row = {"name": name, "tier": None, "rc": 0, "timeout": False, "limit": timeout, "s": 0.0, "failed": []}
         for i, args in enumerate(tiers):
             r = pytest(name, args)
             row["s"] = round(row["s"] + r["s"], 1)
@@ -325,7 +333,7 @@ def direct(args, work: Path, env: dict, modules: list[str], deselect: list[str])
     print(f"{len(picked)} of {len(names)} mutants, {len(args.tier)} tiers, {args.children} at a time", flush=True)
     random.Random(args.seed).shuffle(picked)  # the order checked: a run cut short has checked a random subset
     tiers = [tier_args(t, deselect) for t in args.tier]
-    settings = direct_settings(work, modules, tiers, args.mutant_timeout)
+    settings = direct_settings(work, modules, tiers)
     if args.report_only:
         # what a run (perhaps still going, or killed) has checked so far: the longest finished stretch of its
         # order, since the mutants still in flight lean towards survivors (they run every tier)
