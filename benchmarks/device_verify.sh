@@ -158,8 +158,11 @@ case "$stage" in
     # third_party/roofline_levels.tar.gz and carry it (LEVELS_TIMEOUT=S caps the bench, default 520 s)
     # level 3's two Mamba2 tasks import einops: `bash benchmarks/device_wheels.sh kernelbench` puts it in .whl/
     ls .whl/einops-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps .whl/einops-*.whl 2>&1 | grep -v WARNING
-    [ -d /tmp/roofline_levels ] || [ ! -f third_party/roofline_levels.tar.gz ] || \
-      { mkdir -p /tmp/roofline_levels && tar -xzf third_party/roofline_levels.tar.gz -C /tmp/roofline_levels; }
+    # LEVELS_STATE=F resumes from F instead: roofline_levels_state.tar.gz holds only what resume and report read
+    # (bench.json, results.*, bench.log; small enough to keep under benchmarks/results/ between sessions)
+    state="${LEVELS_STATE:-third_party/roofline_levels.tar.gz}"
+    [ -d /tmp/roofline_levels ] || [ ! -f "$state" ] || \
+      { mkdir -p /tmp/roofline_levels && tar -xzf "$state" -C /tmp/roofline_levels; }
     # LEVELS_PER_GPU=2: two evaluations share the GPU (their timings still exclusive; memory by gpu.GpuMemory)
     timeout -s INT "${LEVELS_TIMEOUT:-520}" cuda-agent bench --kernelbench third_party/KernelBench/KernelBench --levels 1,2,3 --calibrate \
       --per-gpu "${LEVELS_PER_GPU:-1}" --out /tmp/roofline_levels --no-progress > "$OUT/roofline_levels.log" 2>&1
@@ -167,6 +170,7 @@ case "$stage" in
     cuda-agent report /tmp/roofline_levels --out /tmp/roofline_levels/report > "$OUT/report_cmd.log" 2>&1
     cp /tmp/roofline_levels/report/{report.md,tasks.md,summary.json,roofline.png} "$OUT/" 2>/dev/null
     tar -czf "$OUT/roofline_levels.tar.gz" -C /tmp/roofline_levels --exclude=report --exclude='*.so' .
+    tar -czf "$OUT/roofline_levels_state.tar.gz" -C /tmp/roofline_levels bench.json results.sqlite results.jsonl bench.log
     grep -m1 "GPU-busy" /tmp/roofline_levels/report/report.md
     sed -n '/## Fraction of the roofline bound/,/## Definitions/p' /tmp/roofline_levels/report/report.md | head -60 ;;
   placement)
