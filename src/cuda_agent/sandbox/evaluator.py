@@ -184,9 +184,14 @@ class _Evaluation:
             self._reserve_gpu_memory(ref_info)
             if self.jail is not None and not self._confinement_holds():
                 return
-            cand_info = self._cand_step(lambda: self.cand.request(candidate_setup(
-                self.task, self.solution, built, cfg, self.seed, init_inputs, ref_info["state_dict"], self.cand),
-                cfg.run_timeout_s))
+            # GPU work from here on holds the GPU lock, shared, so that no other evaluation's timing overlaps
+            # it: the candidate's import, construction and prepare() here, the compile baseline's first run
+            # below (busy=False: mostly CPU time, not counted as the GPU in use)
+            self.lock = GpuLock(cfg.cache_dir, cfg.device)
+            with self.lock.shared(busy=False):
+                cand_info = self._cand_step(lambda: self.cand.request(candidate_setup(
+                    self.task, self.solution, built, cfg, self.seed, init_inputs, ref_info["state_dict"],
+                    self.cand), cfg.run_timeout_s))
             if cand_info is None:
                 return
             self._drop([WEIGHTS])  # the candidate has its own copy of the weights now
@@ -197,7 +202,6 @@ class _Evaluation:
                 return
             self._warm_compile(module)
             self._mark("compile")
-            self.lock = GpuLock(cfg.cache_dir, cfg.device)
             try:
                 self._gpu_phase(module)
             finally:
@@ -205,6 +209,7 @@ class _Evaluation:
                 v.timing["gpu_lock_s"] = round(self.lock.held_s, 3)
                 v.timing["gpu_exclusive_s"] = round(self.lock.exclusive_s, 3)
                 v.timing["gpu_lock_intervals"] = self.lock.intervals
+                v.timing["gpu_lock_setup_s"] = round(self.lock.setup_s, 3)
                 v.timing["gpu_uuid"] = self.lock.key
             self._roofline()
         finally:
@@ -604,8 +609,10 @@ class _Evaluation:
         return True
 
     def _warm_compile(self, module) -> None:
-        """Compile the reference with torch.compile before taking the GPU lock, when the
-        baseline will be needed (compilation is CPU work and can take a minute)."""
+        """Compile the reference with torch.compile before the GPU phase, when the baseline will be needed
+        (compilation is CPU work and can take a minute). Its first run draws inputs and runs kernels on
+        the GPU, so it holds the GPU lock shared: on a GPU that evaluations share (bench --per-gpu 2), it
+        once ran beside another evaluation's exclusive timing and made its eager baseline up to 2x slow."""
         v, cfg = self.v, self.config
         self.cached_baseline = (self.store.get(self.task.sha256, v.gpu, v.torch_version, cfg.precision)
                                 if cfg.use_baseline_cache else None)
@@ -615,15 +622,16 @@ class _Evaluation:
             self.baseline_claim = self.store.claim(self.task.sha256, v.gpu, v.torch_version, cfg.precision)
             self.cached_baseline = self.store.get(self.task.sha256, v.gpu, v.torch_version, cfg.precision)
         if self.cached_baseline is None:
-            try:
-                r = self.ref.request({"op": "compile", "seed": self.seed}, cfg.baseline_timeout_s)
-                v.timing["compile_s"] = round(r["compile_s"], 2)
-            except (WorkerError, WorkerDied, WorkerTimeout) as e:
-                self.compile_error = (e.reply.get("message") if isinstance(e, WorkerError) else str(e))[:500]
-                # the reference worker is gone with it: start a fresh one for the eager baseline
-                self.ref.cleanup()
-                self.ref = WorkerProcess(env=self.ref_env, label="reference")
-                self.ref.request(self.ref_setup, cfg.baseline_timeout_s)
+            with self.lock.shared(busy=False):
+                try:
+                    r = self.ref.request({"op": "compile", "seed": self.seed}, cfg.baseline_timeout_s)
+                    v.timing["compile_s"] = round(r["compile_s"], 2)
+                except (WorkerError, WorkerDied, WorkerTimeout) as e:
+                    self.compile_error = (e.reply.get("message") if isinstance(e, WorkerError) else str(e))[:500]
+                    # the reference worker is gone with it: start a fresh one for the eager baseline
+                    self.ref.cleanup()
+                    self.ref = WorkerProcess(env=self.ref_env, label="reference")
+                    self.ref.request(self.ref_setup, cfg.baseline_timeout_s)
 
     def _baselines(self) -> bool:
         v, cfg = self.v, self.config
