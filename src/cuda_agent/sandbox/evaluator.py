@@ -124,6 +124,7 @@ class _Evaluation:
         self.param_bytes = 0  # the bytes of the reference Model's state_dict
         self.measured_gbs: float | None = None  # the copy bandwidth measured on this GPU (roofline)
         self.gpu_memory: GpuMemory | None = None  # what this evaluation reserved of the GPU's memory
+        self.gpu_need: int | None = None  # what it was expected to need (memory.gpu_need; None: size unknown)
         self.jail = candidate_jail(config)  # how the candidate's worker is confined (None: unconfined)
         self.oom_kills = memory.oom_kills()  # the host's count, to tell the OOM killer's SIGKILL from others
         self._t_mark = time.perf_counter()
@@ -231,7 +232,7 @@ class _Evaluation:
         an evaluation of unknown size waits until it has the GPU to itself."""
         cfg, fp = self.config, (ref_info.get("sizes") or {}).get("footprint") or {}
         total = self.ref_setup["gpu_bytes"]  # gpu_memory_bytes, as the reference's fit check had it
-        need = memory.gpu_need(fp.get("input_bytes"), fp.get("output_bytes"), self.param_bytes)
+        need = self.gpu_need = memory.gpu_need(fp.get("input_bytes"), fp.get("output_bytes"), self.param_bytes)
         need = (total or 0) if need is None else need
         self.gpu_memory = GpuMemory(cfg.cache_dir, cfg.device, int(total * 0.95) if total else None)
         # while it waits, it holds two CUDA contexts and the reference's weights already
@@ -497,6 +498,18 @@ class _Evaluation:
             return False
         return True
 
+    def _over_gpu(self) -> str | None:
+        """Why the GPU was too small for this evaluation, when the memory it was expected to need
+        (memory.gpu_need: a stated multiple of the task's input and output, for the reference's and the
+        candidate's workers side by side) is more than the GPU gives: it was admitted alone all the same (the
+        floor, memory.fit_problem, had passed), and a worker's out-of-memory error is then the harness's
+        layout, not the candidate's failure. None when the need was within the GPU, or not known."""
+        gm, need = self.gpu_memory, self.gpu_need
+        if gm is None or not gm.total or need is None or need <= gm.total:
+            return None
+        return (f"the task does not fit on this GPU beside its reference: the evaluation was expected to need "
+                f"{need / 2**30:.1f} GiB (memory.gpu_need) and the GPU gives {gm.total / 2**30:.1f} GiB")
+
     def _cand_step(self, call):
         try:
             return call()
@@ -505,8 +518,14 @@ class _Evaluation:
             phase = {"setup": "importing/constructing ModelNew", "trial": "running forward",
                      "prepare_timing": "warming up", "time": "timing", "recheck": "re-checking",
                      "profile": "profiling"}.get(r.get("phase"), r.get("phase"))
-            self.v.fail(RUNTIME_ERROR, f"{r.get('error_type')} while {phase}: {r.get('message', '')[:500]}")
-            if r.get("error_type") == "OutOfMemoryError" and self.gpu_memory is not None:
+            error = f"{r.get('error_type')} while {phase}: {r.get('message', '')[:500]}"
+            over = self._over_gpu() if r.get("error_type") == "OutOfMemoryError" else None
+            if over:  # the harness's layout ran out of room, not the candidate: no retry would change it
+                self.v.fail(HARNESS_ERROR, f"{over}; the candidate's worker then ran out of it: {error}")
+                self.v.flag("does_not_fit")
+            else:
+                self.v.fail(RUNTIME_ERROR, error)
+            if not over and r.get("error_type") == "OutOfMemoryError" and self.gpu_memory is not None:
                 # the candidate's word (its own worker names the error): said, not excused
                 shared = self.gpu_memory.others_bytes()
                 if shared:
