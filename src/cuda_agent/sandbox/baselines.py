@@ -44,9 +44,10 @@ SIZES_VERSION = "1"
 """Bump when what the reference worker reads on the meta device changes (memory.Footprint, roofline.Work):
 sizes cached before then stop matching."""
 
-BANDWIDTH_VERSION = "3"
+BANDWIDTH_VERSION = "4"
 """Bump when the bandwidth measurement changes (roofline.measure_copy_bandwidth; 2: the fastest copy,
-not the median; 3: the fastest of a byte copy and an FP32 elementwise kernel, over 2 GiB)."""
+not the median; 3: the fastest of a byte copy and an FP32 elementwise kernel, over 2 GiB; 4: and of a read-only
+FP32 sum)."""
 
 
 @dataclass
