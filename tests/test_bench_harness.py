@@ -43,6 +43,8 @@ def test_which_replies_are_retried():
     he = {"status": "evaluated", "verdict": {"verdict": "harness_error", "flags": ["reference_error"]}}
     assert needs_retry(he)
     assert not needs_retry({"status": "evaluated", "verdict": {"verdict": "harness_error", "flags": ["does_not_fit"]}})
+    assert not needs_retry({"status": "evaluated",
+                            "verdict": {"verdict": "harness_error", "flags": ["reference_not_repeatable"]}})
     assert not needs_retry({"status": "evaluated", "verdict": {"verdict": "runtime_error", "flags": []}})
     assert not needs_retry({"status": "error", "error": "Traceback"})
 

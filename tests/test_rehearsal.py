@@ -518,6 +518,45 @@ def test_flops_the_meta_device_cannot_count_are_counted_on_the_reference_run(reh
     assert {"aten.abs", "aten.sum", "aten.mul"} <= set(r["uncounted_ops"]) and not r["flops_counted"]
 
 
+DROPOUT = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        self.dropout = nn.Dropout(p)  # in training mode, as a KernelBench task leaves it (L2_66)
+
+    def forward(self, x):
+        return torch.softmax(self.dropout(x), dim=1)
+
+
+def get_inputs():
+    return [torch.rand(16, 64)]
+
+
+def get_init_inputs():
+    return [{p}]
+'''
+
+
+@pytest.mark.parametrize("p, verdict", [(0.2, "harness_error"), (0.0, "correct")])
+def test_a_reference_that_does_not_repeat_itself_is_the_tasks_harness_error_not_the_candidates(p, verdict,
+                                                                                              rehearse, tmp_path):
+    """KernelBench L2_66 (dropout in training mode) calibrated as `incorrect` on an H100: its own Model cannot
+    match itself. The reference's worker runs it again on the same inputs under another random state when a
+    candidate fails the comparison, and says so: harness_error, flagged, no reward. With p=0 it repeats."""
+    task = tmp_path / "dropout.py"
+    task.write_text(DROPOUT.replace("{p}", str(p)))
+    v = evaluate(load_task(task), None, SandboxConfig(cache_dir=tmp_path / "cache", rep_ms=20.0, warmup_ms=5.0,
+                                                       run_timeout_s=120.0, profile=False, calibrate=True))
+    assert v.verdict == verdict, (v.reasons, v.log)
+    if verdict == "harness_error":
+        assert v.flags == ["reference_not_repeatable"] and v.reward is None
+        assert "the reference does not repeat itself" in v.reasons[0] and v.reasons[0].startswith("trial 0")
+
+
 def test_the_cli_starts_both_workers_before_it_loads_the_task(tmp_path):
     """``cuda-agent eval`` starts the reference's and the candidate's workers first thing (process.prestart),
     and the evaluation takes those two rather than starting its own; each says where its setup went."""

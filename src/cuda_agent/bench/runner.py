@@ -465,11 +465,12 @@ class Bench:
 # ----------------------------------------------------------------------------- helpers
 
 def needs_retry(reply: dict[str, Any]) -> bool:
-    """A harness_error (not the candidate's failure) is evaluated once more, unless the task cannot
-    fit on the GPU at all (``does_not_fit``: the same every time)."""
+    """A harness_error (not the candidate's failure) is evaluated once more, unless it is a property of the
+    task, the same every time: it does not fit on the GPU (``does_not_fit``) or its reference does not repeat
+    itself (``reference_not_repeatable``)."""
     v = reply.get("verdict") or {}
     return (reply.get("status") == EVALUATED and v.get("verdict") == "harness_error"
-            and "does_not_fit" not in (v.get("flags") or []))
+            and not {"does_not_fit", "reference_not_repeatable"} & set(v.get("flags") or []))
 
 
 def _first_reason(reply: dict[str, Any]) -> str:

@@ -602,6 +602,12 @@ class _Evaluation:
             v.reject(f"{label}: input_mutated: the shared input set no longer holds the values drawn for it",
                      "input_mutated")
             return False
+        if r.get("reference_unstable"):  # the reference's own worker found it: no candidate can match it
+            v.fail(HARNESS_ERROR, f"{label}: the reference does not repeat itself on the same inputs (a random "
+                                  f"draw in its forward, e.g. dropout in training mode): {r['reference_unstable']}; "
+                                  "no candidate can be judged against it")
+            v.flag("reference_not_repeatable")
+            return False
         c = Comparison(**r["comparison"])
         v.num_trials += 1
         v.rel_err = max(v.rel_err or 0.0, c.rel_err)

@@ -372,8 +372,29 @@ class Worker:
             if _is_cuda_fault(e) or isinstance(e, torch.OutOfMemoryError):  # the judge's own trouble
                 raise
             return {"unreadable": f"{type(e).__name__}: {str(e)[:300]}"}
-        del out, ref
-        return {"comparison": c.__dict__, "input_mutated": self._shared_changed(msg["key"])}
+        del out
+        unstable = None if c.ok and not c.problem else self._reference_unstable(msg["key"], ref, msg["precision"])
+        del ref
+        return {"comparison": c.__dict__, "input_mutated": self._shared_changed(msg["key"]),
+                **({"reference_unstable": unstable} if unstable else {})}
+
+    def _reference_unstable(self, key: str, ref, precision: str) -> str | None:
+        """When a candidate's output failed the comparison: does the reference give that output again on
+        the same inputs under another random state? A forward that draws random numbers (KernelBench L2_66:
+        dropout, in training mode as the task leaves it) does not, and then no candidate can be judged. The
+        rerun's difference, or None (it repeats itself, or the check could not be made)."""
+        if key not in self.drawn or not self.repeatable:
+            return None
+        try:
+            values = draw(self.task_module, *self.drawn[key], self.device)
+            torch.manual_seed(self.drawn[key][0] ^ 0x5EED5)  # not the state the first run had
+            again, _ = self._call(values, guarded=False)
+            c = compare(again, ref, precision)
+        except Exception as e:  # noqa: BLE001 - no room for a second run, say: the candidate's verdict stands
+            if _is_cuda_fault(e):
+                raise
+            return None
+        return None if c.ok and not c.problem else (c.problem or c.worst)
 
     def _shared_changed(self, key: str) -> bool:
         """Does the shared copy of set ``key`` differ from a fresh draw of it? (On the CPU the candidate
