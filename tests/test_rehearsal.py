@@ -518,6 +518,26 @@ def test_flops_the_meta_device_cannot_count_are_counted_on_the_reference_run(reh
     assert {"aten.abs", "aten.sum", "aten.mul"} <= set(r["uncounted_ops"]) and not r["flops_counted"]
 
 
+PYBIND_BINDING = """#include <torch/extension.h>
+extern "C" void swish_host(const float* x, float* y, long n);
+torch::Tensor ew(torch::Tensor x) {
+  auto y = torch::empty_like(x);
+  swish_host(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+  return y;
+}
+PYBIND11_MODULE(cuda_ext, m) { m.def("ew", &ew); }
+"""
+
+
+def test_a_workspace_with_a_pybind_module_is_imported_as_cuda_ext(rehearse, tmp_path):
+    """A binding that defines PYBIND11_MODULE (not a torch library) is built as a Python module and imported
+    under the name model_new.py imports, `cuda_ext`."""
+    ws = _variant(tmp_path, (HONEST / "model_new.py").read_text())
+    (ws / "kernels" / "ew_binding.cpp").write_text(PYBIND_BINDING)
+    v = rehearse(ws)
+    assert v.verdict == "correct", (v.reasons, v.log)
+
+
 DROPOUT = '''
 import torch
 import torch.nn as nn
