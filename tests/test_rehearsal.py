@@ -518,6 +518,24 @@ def test_flops_the_meta_device_cannot_count_are_counted_on_the_reference_run(reh
     assert {"aten.abs", "aten.sum", "aten.mul"} <= set(r["uncounted_ops"]) and not r["flops_counted"]
 
 
+def test_profiled_workers_still_evaluate_and_leave_a_whole_profile_each(rehearse, monkeypatch, tmp_path):
+    """CUDA_AGENT_WORKER_PROFILE (benchmarks/sandbox_profile.py's diagnostics): each worker serves as before and
+    leaves one whole cProfile file, rewritten after every reply (a worker killed while it writes leaves a .tmp
+    beside it, never a partial .prof)."""
+    import pstats
+
+    from cuda_agent.sandbox import worker
+
+    prof = tmp_path / "prof"
+    prof.mkdir()
+    monkeypatch.setenv(worker.PROFILE_ENV, str(prof))
+    v = rehearse(HONEST, cache_dir=tmp_path / "cache", isolation="none")
+    assert v.verdict == "correct", (v.reasons, v.log)
+    files = sorted(prof.glob("*.prof"))
+    assert len(files) >= 2, sorted(prof.iterdir())  # the reference's and the candidate's (a spare writes none)
+    assert all(pstats.Stats(str(f)).total_calls > 0 for f in files)
+
+
 PYBIND_BINDING = """#include <torch/extension.h>
 extern "C" void swish_host(const float* x, float* y, long n);
 torch::Tensor ew(torch::Tensor x) {
