@@ -532,7 +532,7 @@ def test_profiled_workers_still_evaluate_and_leave_a_whole_profile_each(rehearse
     v = rehearse(HONEST, cache_dir=tmp_path / "cache", isolation="none")
     assert v.verdict == "correct", (v.reasons, v.log)
     files = sorted(prof.glob("*.prof"))
-    assert len(files) >= 2, sorted(prof.iterdir())  # the reference's and the candidate's (a spare writes none)
+    assert len(files) >= 2, sorted(prof.iterdir())  # the reference's and the candidate's at least
     assert all(pstats.Stats(str(f)).total_calls > 0 for f in files)
 
 
