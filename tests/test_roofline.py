@@ -186,6 +186,20 @@ def test_uncounted_ops_make_the_flops_partial_and_say_so():
     assert r.bound == "memory" and r.compute_bound_ms is None  # the memory bound still holds
 
 
+def test_a_convolutions_flops_are_not_in_the_compute_bound():
+    """cuDNN's FFT and Winograd algorithms do fewer FLOPs than the direct count: on an H100 in strict FP32, L1_69
+    (ConvTranspose2d 3x5, 515 GFLOP direct) ran eager at 5.36 ms, 1.43x its direct-FLOP bound of 7.69 ms."""
+    work = R.Work(flops=515_396_075_520 + 10**9, counted_ops={"aten.convolution": 515_396_075_520,
+                                                               "aten.addmm": 10**9}, dtype="float32")
+    r = R.assess(gpu_name="NVIDIA H100 80GB HBM3", precision="fp32", work=work, input_bytes=536_870_912,
+                 param_bytes=491_520, output_bytes=1_107_558_400, measured_gbs=3018.6, ms=5.36, eager_ms=5.36)
+    assert r.conv_flops == 515_396_075_520 and r.flops == 516_396_075_520
+    assert r.compute_bound_ms == pytest.approx(1e9 / 67e12 * 1e3, rel=1e-4)  # the addmm's alone
+    assert r.bound == "memory" and r.fraction < 1 and r.flags == []
+    assert "convolutions" in r.flops_note and "Winograd" in r.flops_note
+    assert R.conv_flops(R.Work(flops=10, counted_ops={"aten.mm": 10})) == 0
+
+
 def test_an_unknown_gpu_is_bounded_by_its_measured_bandwidth_alone_or_not_at_all():
     none = R.assess(gpu_name="NVIDIA GeForce RTX 4090", precision="fp32", work=_work(10**12), input_bytes=10**9,
                     param_bytes=0, output_bytes=0, ms=1.0)
