@@ -164,8 +164,10 @@ case "$stage" in
     [ -d /tmp/roofline_levels ] || [ ! -f "$state" ] || \
       { mkdir -p /tmp/roofline_levels && tar -xzf "$state" -C /tmp/roofline_levels; }
     # LEVELS_PER_GPU=2: two evaluations share the GPU (their timings still exclusive; memory by gpu.GpuMemory)
+    # LEVELS_REDO=L1_14,L2_66: evaluate those tasks again (give it on the first call of a resumed run only)
     timeout -s INT "${LEVELS_TIMEOUT:-520}" cuda-agent bench --kernelbench third_party/KernelBench/KernelBench --levels 1,2,3 --calibrate \
-      --per-gpu "${LEVELS_PER_GPU:-1}" --out /tmp/roofline_levels --no-progress > "$OUT/roofline_levels.log" 2>&1
+      --per-gpu "${LEVELS_PER_GPU:-1}" --out /tmp/roofline_levels --no-progress ${LEVELS_REDO:+--redo "$LEVELS_REDO"} \
+      > "$OUT/roofline_levels.log" 2>&1
     tail -5 "$OUT/roofline_levels.log"
     cuda-agent report /tmp/roofline_levels --out /tmp/roofline_levels/report > "$OUT/report_cmd.log" 2>&1
     cp /tmp/roofline_levels/report/{report.md,tasks.md,summary.json,roofline.png} "$OUT/" 2>/dev/null

@@ -139,6 +139,14 @@ def test_bench_calibrate_runs_each_tasks_own_model_resumes_and_refuses_to_mix(tm
 
     again = Bench(config(calibrate=True)).run()  # resumes: nothing left to do
     assert (again.done_before, again.recorded) == (2, 0)
+    # --redo: the named task's result is dropped and evaluated again (after a harness fix, say); the other stays
+    before = {r.task: r.finished for r in load(out).results}
+    redone = Bench(config(calibrate=True, redo=("L1_2",))).run()
+    assert (redone.done_before, redone.recorded) == (1, 1)
+    after = {r.task: r.finished for r in load(out).results}
+    assert after["L1_1"] == before["L1_1"] and after["L1_2"] > before["L1_2"] and len(load(out).results) == 2
+    with pytest.raises(ValueError, match="--redo names tasks this run does not select: L1_9"):
+        Bench(config(calibrate=True, redo=("L1_9",))).run()
     with pytest.raises(BenchError, match="mode 'calibrate'"):
         Bench(config(solutions=tmp_path)).run()
 

@@ -28,6 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--levels", default="1,2,3", help="levels, e.g. 1,2,3 (default)")
     g.add_argument("--problems", default=None, help="problem ids in every level, e.g. 1,2,5-9 (default all)")
     g.add_argument("--out", type=Path, help="run directory; an existing one is resumed")
+    g.add_argument("--redo", default="", metavar="TASKS",
+                   help="resuming: evaluate these tasks again, dropping what was recorded (e.g. L1_14,L2_66)")
     g.add_argument("--solutions", type=Path, default=None,
                    help="evaluate the solutions here: KernelBench generations "
                         "(level_L_problem_P_sample_S_kernel.py), a bench run directory, or workspaces named by "
@@ -132,7 +134,7 @@ def _run(args: argparse.Namespace) -> int:
         sandbox=SandboxConfig(precision=args.precision, rules=args.rules, num_trials=args.trials,
                               use_baseline_cache=not args.no_baseline_cache, seed=args.seed, spare_workers=2,
                               calibrate=args.calibrate, isolation=isolation(args)),
-        argv=sys.argv[1:], calibrate=args.calibrate)
+        argv=sys.argv[1:], calibrate=args.calibrate, redo=tuple(t for t in args.redo.split(",") if t.strip()))
     from ..sandbox.confine import unavailable
     unconfinable = unavailable(config.sandbox.isolation)
     if unconfinable:  # fail closed, before any candidate code is built or run

@@ -87,6 +87,8 @@ class BenchConfig:
     argv: list[str] = field(default_factory=list)
     calibrate: bool = False
     """Evaluate every task's own Model as the candidate (no solutions, no agent)."""
+    redo: tuple[str, ...] = ()
+    """Tasks (``L1_14``) whose recorded results are dropped and evaluated again, e.g. after a harness fix."""
 
     @property
     def mode(self) -> str:
@@ -178,6 +180,10 @@ class Bench:
     # ------------------------------------------------------------------ run
     def run(self) -> RunOutcome:
         items, notices = self.plan()
+        unknown = sorted(set(self.cfg.redo) - {i.key[0] for i in items})
+        if unknown:  # bad input: said before the run directory is touched
+            raise ValueError(f"--redo names tasks this run does not select: {', '.join(unknown)} "
+                             f"(tasks are named like L1_14)")
         if self.cfg.ray_address:
             ray_module()  # a missing Ray is bad input: say so before touching the run directory
         outcome = RunOutcome(total=len(items), notices=notices)
@@ -186,7 +192,8 @@ class Bench:
         try:
             statuses = db.statuses()
             stale = [i.key for i in items if statuses.get(i.key) == NO_SOLUTION and i.source is not None]
-            if stale:  # a solution appeared for a task recorded without one
+            stale += [i.key for i in items if i.key[0] in self.cfg.redo and i.key in statuses and i.key not in stale]
+            if stale:  # a solution appeared for a task recorded without one, or the task is to be redone
                 db.remove(stale)
                 for k in stale:
                     statuses.pop(k)
