@@ -64,9 +64,10 @@ DESELECT = [
     "test_claim_makes_a_second_process_wait_until_released",  # inter-process timing
 ]
 LOAD_SENSITIVE = [
-    # direct mode: tests that failed on mutants of code they cannot reach, under two-at-once load, and passed
-    # with the same mutant alone (worker.py's _warm_cuda 15 and _main 21, GPU-only code); --confirm reruns
-    # the catches these alone made, one at a time
+    # direct mode: a test that failed under two-at-once load on mutants of code the CPU suite cannot reach
+    # (worker.py's _warm_cuda 15 and _main 21, GPU-only), passed alone, and failed again on one of them in a
+    # later rerun under load. Left in the tiers (a run's settings name its tiers); --confirm checks the
+    # catches these alone made again without them
     "test_a_candidate_slowed_once_by_the_host_is_timed_again_and_both_attempts_outputs_are_checked",
 ]
 MUTMUT = [sys.executable, "-c", "import sys; sys.argv[0] = 'mutmut'; from mutmut.__main__ import cli; cli()"]
@@ -325,27 +326,37 @@ def run_direct(work: Path, env: dict, names: list[str], tiers: list[list[str]], 
     return {n: done[n] for n in names if n in done}
 
 
-def confirm_direct(work: Path, env: dict, settings: dict, timeout: float) -> None:
-    """Rerun alone, one at a time, each catch whose failing tests are all LOAD_SENSITIVE: a catch that passes
-    alone was the load's, not the tests', and is recorded again as not caught (``false_catch``)."""
+def confirm_direct(work: Path, env: dict, settings: dict, tiers: list[str], deselect: list[str],
+                   timeout: float) -> None:
+    """Each catch whose failing tests are all LOAD_SENSITIVE is checked again, one mutant at a time, through
+    every tier with those tests left out: a catch only they made was the load's (their failures come and go
+    under load whatever the mutant), and is recorded again as the other tests judge it (``false_catch``)."""
     log = work / "direct.jsonl"
+    runs = [tier_args(t, deselect + LOAD_SENSITIVE) for t in tiers]
     for name, row in load_direct(work, settings).items():
         failed = row.get("failed") or []
         if not row.get("tier") or row.get("confirmed") is not None or not failed or \
                 not all(any(t in f for t in LOAD_SENSITIVE) for f in failed):
             continue
-        ids = [f.split(" - ")[0].strip() for f in failed]
-        t0 = time.time()
-        p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not gpu",
-                            *ids], cwd=work / "mutants", env=dict(env, MUTANT_UNDER_TEST=name),
-                           capture_output=True, text=True, timeout=timeout)
-        caught = p.returncode != 0
-        new = dict(row, confirmed=caught, s=round(row["s"] + time.time() - t0, 1))
-        if not caught:
-            new.update(tier=None, rc=0, false_catch=f"{ids[0]} failed under load and passed alone")
+        new = dict(row, tier=None, rc=0, confirmed=False, failed=[])
+        for i, args in enumerate(runs):
+            t0 = time.time()
+            p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-rf", "-p", "no:cacheprovider",
+                                "-m", "not gpu", *args], cwd=work / "mutants",
+                               env=dict(env, MUTANT_UNDER_TEST=name), capture_output=True, text=True,
+                               timeout=timeout)
+            new["s"] = round(new["s"] + time.time() - t0, 1)
+            if p.returncode != 0:
+                new.update(tier=i + 1, rc=p.returncode, confirmed=True,
+                           failed=[ln.split(" ", 1)[1][:200] for ln in p.stdout.splitlines()
+                                   if ln.startswith(("FAILED ", "ERROR "))][:3])
+                break
+        if not new["confirmed"]:
+            new["false_catch"] = f"only {failed[0][:120]} failed, a LOAD_SENSITIVE test"
         with open(log, "a") as f:
             f.write(json.dumps(new) + "\n")
-        print(f"confirm {name}: {'caught' if caught else 'passed alone: a false catch'}", flush=True)
+        print(f"confirm {name}: {'caught in tier %d' % new['tier'] if new['confirmed'] else 'a false catch'}",
+              flush=True)
 
 
 def direct(args, work: Path, env: dict, modules: list[str], deselect: list[str]) -> int:
@@ -364,7 +375,7 @@ def direct(args, work: Path, env: dict, modules: list[str], deselect: list[str])
     tiers = [tier_args(t, deselect) for t in args.tier]
     settings = direct_settings(work, modules, tiers)
     if args.confirm:
-        confirm_direct(work, env, settings, args.mutant_timeout)
+        confirm_direct(work, env, settings, args.tier, deselect, args.mutant_timeout)
     if args.report_only:
         # what a run (perhaps still going, or killed) has checked so far: the longest finished stretch of its
         # order, since the mutants still in flight lean towards survivors (they run every tier)
@@ -430,8 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=21, help="direct mode: the sample's seed")
     ap.add_argument("--mutant-timeout", type=float, default=600, help="direct mode: seconds for one tier of one "
                     "mutant (a timeout counts as caught: keep it well above the unmutated tier's time under load)")
-    ap.add_argument("--confirm", action="store_true", help="direct mode, with --resume: first rerun alone each "
-                    "catch made only by a LOAD_SENSITIVE test (see there), and count it as survived if it passes")
+    ap.add_argument("--confirm", action="store_true", help="direct mode, with --resume: first check again each "
+                    "catch made only by LOAD_SENSITIVE tests, through every tier without them (see there)")
     ap.add_argument("--report-only", action="store_true", help="direct mode, with --resume and the run's own "
                     "arguments: report what that run has checked so far, running nothing")
     args = ap.parse_args(argv)
