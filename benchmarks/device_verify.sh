@@ -172,6 +172,7 @@ case "$stage" in
     cuda-agent report /tmp/roofline_levels --out /tmp/roofline_levels/report > "$OUT/report_cmd.log" 2>&1
     cp /tmp/roofline_levels/report/{report.md,tasks.md,summary.json,roofline.png} "$OUT/" 2>/dev/null
     tar -czf "$OUT/roofline_levels.tar.gz" -C /tmp/roofline_levels --exclude=report --exclude='*.so' .
+    python3 -c "import sqlite3; sqlite3.connect('/tmp/roofline_levels/results.sqlite').execute('PRAGMA wal_checkpoint(TRUNCATE)')"
     tar -czf "$OUT/roofline_levels_state.tar.gz" -C /tmp/roofline_levels bench.json results.sqlite results.jsonl bench.log
     grep -m1 "GPU-busy" /tmp/roofline_levels/report/report.md
     sed -n '/## Fraction of the roofline bound/,/## Definitions/p' /tmp/roofline_levels/report/report.md | head -60 ;;

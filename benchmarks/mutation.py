@@ -341,14 +341,22 @@ def confirm_direct(work: Path, env: dict, settings: dict, tiers: list[str], dese
         new = dict(row, tier=None, rc=0, confirmed=False, failed=[])
         for i, args in enumerate(runs):
             t0 = time.time()
-            p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-rf", "-p", "no:cacheprovider",
-                                "-m", "not gpu", *args], cwd=work / "mutants",
-                               env=dict(env, MUTANT_UNDER_TEST=name), capture_output=True, text=True,
-                               timeout=timeout)
+            p = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-x", "-rf", "-p", "no:cacheprovider",
+                                  "-m", "not gpu", *args], cwd=work / "mutants",
+                                 env=dict(env, MUTANT_UNDER_TEST=name), stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            try:
+                out, timed_out = p.communicate(timeout=timeout)[0], False
+            except subprocess.TimeoutExpired:  # a timeout is a catch, as in the run itself
+                out, timed_out = "", True
+            finally:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(p.pid, signal.SIGKILL)  # with the workers and jails it started
+                p.wait()
             new["s"] = round(new["s"] + time.time() - t0, 1)
-            if p.returncode != 0:
-                new.update(tier=i + 1, rc=p.returncode, confirmed=True,
-                           failed=[ln.split(" ", 1)[1][:200] for ln in p.stdout.splitlines()
+            if p.returncode != 0 or timed_out:
+                new.update(tier=i + 1, rc=p.returncode, confirmed=True, timeout=timed_out,
+                           failed=[ln.split(" ", 1)[1][:200] for ln in out.splitlines()
                                    if ln.startswith(("FAILED ", "ERROR "))][:3])
                 break
         if not new["confirmed"]:
@@ -444,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--confirm", action="store_true", help="direct mode, with --resume: first check again each "
                     "catch made only by LOAD_SENSITIVE tests, through every tier without them (see there)")
     ap.add_argument("--report-only", action="store_true", help="direct mode, with --resume and the run's own "
-                    "arguments: report what that run has checked so far, running nothing")
+                    "arguments: report what that run has checked so far, running no mutant (but --confirm's)")
     args = ap.parse_args(argv)
     modules = args.modules.split(",")
     deselect = DESELECT + [t for t in args.deselect.split(",") if t]

@@ -309,8 +309,8 @@ def test_an_evaluation_reserves_its_gpu_memory_and_waits_for_the_others(monkeypa
 def test_a_candidate_out_of_gpu_memory_beside_other_evaluations_is_flagged_not_excused(monkeypatch, tmp_path):
     """Out of GPU memory while another evaluation held a reservation on the GPU: still the candidate's runtime
     error (its own worker names the error, so it cannot be believed), flagged gpu_shared_oom with what the others
-    held. Alone on the GPU, no flag. Only where the GPU is smaller than the evaluation's own expected need is it
-    the harness's error (does_not_fit)."""
+    held. Alone on the GPU, no flag. Where the GPU is smaller than the evaluation's own expected need, the flag
+    over_gpu_oom says the harness's layout is the likely cause, and the verdict stays the candidate's."""
     import shutil
 
     from cuda_agent.sandbox import SandboxConfig, evaluate, evaluator, load_solution
@@ -344,11 +344,12 @@ def test_a_candidate_out_of_gpu_memory_beside_other_evaluations_is_flagged_not_e
     v = run()
     assert v.verdict == "runtime_error" and v.reasons[0].startswith("OutOfMemoryError") and not v.flags, v.reasons
     # a GPU smaller than the evaluation was expected to need (memory.gpu_need, here 4 GiB beyond the task's
-    # 2 MiB): admitted alone, its out-of-memory error is the harness's layout, said as such, no reward either way
+    # 2 MiB): admitted alone, its out-of-memory error is likely the harness's layout and said so, but it keeps
+    # its -1 (the error's name is the candidate's word, and a null reward would be a gain)
     monkeypatch.setattr(evaluator, "gpu_memory_bytes", lambda device: 3 * gib)
     v = run()
-    assert v.verdict == "harness_error" and v.flags == ["does_not_fit"] and v.reward is None, (v.reasons, v.flags)
-    assert "does not fit on this GPU beside its reference" in v.reasons[0] and "OutOfMemoryError" in v.reasons[0]
+    assert v.verdict == "runtime_error" and v.flags == ["over_gpu_oom"] and v.reward == -1, (v.reasons, v.flags)
+    assert v.reasons[0].startswith("OutOfMemoryError") and "does not fit on this GPU beside its reference" in v.reasons[1]
     assert v.timing["gpu_memory"]["reserved_mb"] > 2.85 * 1024  # 0.95 x 3 GiB: over what the GPU gives
 
 

@@ -134,7 +134,7 @@ def _run(args: argparse.Namespace) -> int:
         sandbox=SandboxConfig(precision=args.precision, rules=args.rules, num_trials=args.trials,
                               use_baseline_cache=not args.no_baseline_cache, seed=args.seed, spare_workers=2,
                               calibrate=args.calibrate, isolation=isolation(args)),
-        argv=sys.argv[1:], calibrate=args.calibrate, redo=tuple(t for t in args.redo.split(",") if t.strip()))
+        argv=sys.argv[1:], calibrate=args.calibrate, redo=tuple(t.strip() for t in args.redo.split(",") if t.strip()))
     from ..sandbox.confine import unavailable
     unconfinable = unavailable(config.sandbox.isolation)
     if unconfinable:  # fail closed, before any candidate code is built or run

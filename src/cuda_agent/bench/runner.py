@@ -13,7 +13,8 @@
   reference crashed, a worker was killed from outside, the harness raised: not the candidate's
   failure) is evaluated once more; the first verdict is kept beside the final one
   (``verdict.first.json``) and the final verdict is flagged ``harness_retried``. Not for
-  ``does_not_fit`` (a task too large for the GPU fails the same way every time).
+  ``does_not_fit`` (a task too large for the GPU fails the same way every time) nor for
+  ``reference_not_repeatable`` (a reference that draws random numbers in forward).
 * **Calibration** (``--calibrate``): every task's own Model is the candidate (``eval --calibrate``),
   so that reports show how far the harness's figures sit from 1.00x, and where an evaluation's
   time goes.
@@ -197,6 +198,7 @@ class Bench:
                 db.remove(stale)
                 for k in stale:
                     statuses.pop(k)
+                    (run.sample_dir(*k) / "verdict.first.json").unlink(missing_ok=True)  # of the dropped result
             todo = [i for i in items if i.key not in statuses]
             outcome.done_before = len(items) - len(todo)
             db.export_jsonl(run.jsonl_path)

@@ -17,9 +17,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-TIMING_VERSION = "2"
+TIMING_VERSION = "3"
 """Bump when the timing method changes: old baselines then stop matching (2: refresh scales in [0.5, 1),
-warm-up until clocks settle)."""
+warm-up until clocks settle; 3: other evaluations' compile runs and candidate setups hold the GPU lock, so
+a baseline cached before may have been timed beside them)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS baselines (

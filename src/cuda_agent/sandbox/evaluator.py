@@ -471,7 +471,8 @@ class _Evaluation:
         if cand.over_memory:
             if v.verdict in (CORRECT, HARNESS_ERROR):
                 v.verdict = RUNTIME_ERROR
-                v.flags = [f for f in v.flags if f not in ("reference_error", "worker_killed", "harness_exception")]
+                v.flags = [f for f in v.flags if f not in ("reference_error", "worker_killed", "harness_exception",
+                                                           "does_not_fit", "reference_not_repeatable")]
             v.reasons.insert(0, cand.over_memory)
             v.flag("host_memory")
 
@@ -499,16 +500,19 @@ class _Evaluation:
         return True
 
     def _over_gpu(self) -> str | None:
-        """Why the GPU was too small for this evaluation, when the memory it was expected to need
+        """Why the GPU may have been too small for this evaluation, when the memory it was expected to need
         (memory.gpu_need: a stated multiple of the task's input and output, for the reference's and the
         candidate's workers side by side) is more than the GPU gives: it was admitted alone all the same (the
-        floor, memory.fit_problem, had passed), and a worker's out-of-memory error is then the harness's
-        layout, not the candidate's failure. None when the need was within the GPU, or not known."""
+        floor, memory.fit_problem, had passed, and many such tasks fit). A candidate's out-of-memory error
+        there keeps its runtime_error, since only the candidate's own worker names the error, and is said to
+        be likely the harness's layout (flag ``over_gpu_oom``). None when the need was within the GPU, or not
+        known."""
         gm, need = self.gpu_memory, self.gpu_need
         if gm is None or not gm.total or need is None or need <= gm.total:
             return None
-        return (f"the task does not fit on this GPU beside its reference: the evaluation was expected to need "
-                f"{need / 2**30:.1f} GiB (memory.gpu_need) and the GPU gives {gm.total / 2**30:.1f} GiB")
+        return (f"the task likely does not fit on this GPU beside its reference: the evaluation was expected to "
+                f"need {need / 2**30:.1f} GiB (memory.gpu_need) and the GPU gives {gm.total / 2**30:.1f} GiB; "
+                "a larger GPU would tell")
 
     def _cand_step(self, call):
         try:
@@ -518,14 +522,12 @@ class _Evaluation:
             phase = {"setup": "importing/constructing ModelNew", "trial": "running forward",
                      "prepare_timing": "warming up", "time": "timing", "recheck": "re-checking",
                      "profile": "profiling"}.get(r.get("phase"), r.get("phase"))
-            error = f"{r.get('error_type')} while {phase}: {r.get('message', '')[:500]}"
+            self.v.fail(RUNTIME_ERROR, f"{r.get('error_type')} while {phase}: {r.get('message', '')[:500]}")
             over = self._over_gpu() if r.get("error_type") == "OutOfMemoryError" else None
-            if over:  # the harness's layout ran out of room, not the candidate: no retry would change it
-                self.v.fail(HARNESS_ERROR, f"{over}; the candidate's worker then ran out of it: {error}")
-                self.v.flag("does_not_fit")
-            else:
-                self.v.fail(RUNTIME_ERROR, error)
-            if not over and r.get("error_type") == "OutOfMemoryError" and self.gpu_memory is not None:
+            if over:  # said, not excused: the error's name is the candidate's word, and a null reward is a gain
+                self.v.add_reason(over)
+                self.v.flag("over_gpu_oom")
+            elif r.get("error_type") == "OutOfMemoryError" and self.gpu_memory is not None:
                 # the candidate's word (its own worker names the error): said, not excused
                 shared = self.gpu_memory.others_bytes()
                 if shared:

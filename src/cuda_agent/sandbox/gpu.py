@@ -121,7 +121,8 @@ class GpuLock:
     Correctness work (trials, profiles) takes it *shared*: several evaluations may run their
     trials side by side. Timing takes it *exclusive*: nothing else runs on the GPU while eager,
     compile and the candidate are timed. A waiting timer holds the gate, so new sharers queue
-    behind it and timing cannot starve. ``held_s`` accumulates the time this object held it.
+    behind it and timing cannot starve. ``held_s`` accumulates the time this object held it (setup holds,
+    below, apart: ``setup_s``).
 
     Work that touches the GPU only in part, before the trials (the torch.compile baseline's first run on
     drawn inputs, the candidate's import, construction and ``prepare``), takes it shared with
