@@ -382,9 +382,14 @@ class Worker:
         """When a candidate's output failed the comparison: does the reference give that output again on
         the same inputs under another random state? A forward that draws random numbers (KernelBench L2_66:
         dropout, in training mode as the task leaves it) does not, and then no candidate can be judged. The
-        rerun's difference, or None (it repeats itself, or the check could not be made)."""
+        rerun's difference, or None (it repeats itself, or the check could not be made: on a GPU it runs only
+        where twice the set and the output are free, since no reservation counted on it)."""
         if key not in self.drawn or not self.repeatable:
             return None
+        if self.device.type == "cuda":  # memory no reservation counted on: only where the GPU has it to spare
+            need = 2 * (nbytes(self.exporter.sets.get(key) or []) + sum(leaf_sizes(ref)))
+            if torch.cuda.mem_get_info(self.device)[0] < need:
+                return None
         try:
             values = draw(self.task_module, *self.drawn[key], self.device)
             torch.manual_seed(self.drawn[key][0] ^ 0x5EED5)  # not the state the first run had
