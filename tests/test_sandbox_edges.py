@@ -505,3 +505,24 @@ print(guards.integrity_diff(snap, guards.integrity_snapshot(own)))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout
+
+
+def test_set_precision_sets_every_switch_whatever_was_set_before():
+    """The worker's precision mode (strict FP32 or TF32) is set outright, not only from torch's defaults."""
+    import torch
+
+    from cuda_agent.sandbox.worker import precision_state, set_precision
+
+    before = precision_state()
+    try:
+        set_precision("tf32")
+        assert precision_state() == {"matmul_allow_tf32": True, "cudnn_allow_tf32": True,
+                                     "float32_matmul_precision": "high"}
+        torch.set_float32_matmul_precision("medium")
+        set_precision("fp32")
+        assert precision_state() == {"matmul_allow_tf32": False, "cudnn_allow_tf32": False,
+                                     "float32_matmul_precision": "highest"}
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before["matmul_allow_tf32"]
+        torch.backends.cudnn.allow_tf32 = before["cudnn_allow_tf32"]
+        torch.set_float32_matmul_precision(before["float32_matmul_precision"])
