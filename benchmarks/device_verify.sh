@@ -159,7 +159,7 @@ case "$stage" in
     # level 3's two Mamba2 tasks import einops: `bash benchmarks/device_wheels.sh kernelbench` puts it in .whl/
     ls .whl/einops-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps .whl/einops-*.whl 2>&1 | grep -v WARNING
     # LEVELS_STATE=F resumes from F instead: roofline_levels_state.tar.gz holds only what resume and report read
-    # (bench.json, results.*, bench.log; small enough to keep under benchmarks/results/ between sessions)
+    # (bench.json, results.*, bench.log; small enough to commit under benchmarks/results/ and resume on another machine)
     state="${LEVELS_STATE:-third_party/roofline_levels.tar.gz}"
     [ -d /tmp/roofline_levels ] || [ ! -f "$state" ] || \
       { mkdir -p /tmp/roofline_levels && tar -xzf "$state" -C /tmp/roofline_levels; }
