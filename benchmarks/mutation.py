@@ -241,6 +241,30 @@ def load_direct(work: Path, settings: dict | None = None) -> dict[str, dict]:
     return done
 
 
+def run_pytest(work: Path, env: dict, name: str, args: list[str], timeout: float) -> dict:
+    """One pytest run in mutmut's tree with mutant ``name`` switched on: {rc, timeout, s, failed}. Its process
+    group (sandbox workers, jails) is killed at the timeout, so that nothing it started loads the host for the
+    mutants after it."""
+    t0 = time.time()
+    with tempfile.TemporaryFile("w+") as out:
+        p = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-x", "-rf", "-p", "no:cacheprovider",
+                              "-m", "not gpu", *args], cwd=work / "mutants", env=dict(env, MUTANT_UNDER_TEST=name),
+                             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        timed_out = False
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        out.seek(0)
+        failed = [ln.split(" ", 1)[1][:200] for ln in out.read().splitlines()
+                  if ln.startswith(("FAILED ", "ERROR "))][:3]
+    return {"rc": p.returncode, "timeout": timed_out, "s": round(time.time() - t0, 1), "failed": failed}
+
+
 def run_direct(work: Path, env: dict, names: list[str], tiers: list[list[str]], children: int,
                timeout: float, settings: dict, deadline: float = math.inf) -> dict[str, dict]:
     """Each mutant through the tiers until one catches it; returns name -> {tier, rc, timeout, s, failed}.
@@ -252,28 +276,9 @@ def run_direct(work: Path, env: dict, names: list[str], tiers: list[list[str]], 
     if not log.exists():
         log.write_text(json.dumps({"settings": settings}) + "\n")
     lock = threading.Lock()
-    base = [sys.executable, "-m", "pytest", "-q", "-x", "-rf", "-p", "no:cacheprovider", "-m", "not gpu"]
 
     def pytest(name: str, args: list[str]) -> dict:
-        """One pytest run with ``name`` switched on; its process group (sandbox workers, jails) is killed
-        at the timeout, so that nothing it started loads the host for the mutants after it."""
-        t0 = time.time()
-        with tempfile.TemporaryFile("w+") as out:
-            p = subprocess.Popen([*base, *args], cwd=work / "mutants", env=dict(env, MUTANT_UNDER_TEST=name),
-                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-            timed_out = False
-            try:
-                p.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-            out.seek(0)
-            failed = [ln.split(" ", 1)[1][:200] for ln in out.read().splitlines()
-                      if ln.startswith(("FAILED ", "ERROR "))][:3]
-        return {"rc": p.returncode, "timeout": timed_out, "s": round(time.time() - t0, 1), "failed": failed}
+        return run_pytest(work, env, name, args, timeout)
 
     module = names[0].rsplit(".", 1)[0].split(".x")[0] if names else "cuda_agent.sandbox"
     slowest = 0.0
@@ -340,30 +345,16 @@ def confirm_direct(work: Path, env: dict, settings: dict, tiers: list[str], dese
             continue
         new = dict(row, tier=None, rc=0, confirmed=False, failed=[])
         for i, args in enumerate(runs):
-            t0 = time.time()
-            p = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-x", "-rf", "-p", "no:cacheprovider",
-                                  "-m", "not gpu", *args], cwd=work / "mutants",
-                                 env=dict(env, MUTANT_UNDER_TEST=name), stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
-            try:
-                out, timed_out = p.communicate(timeout=timeout)[0], False
-            except subprocess.TimeoutExpired:  # a timeout is a catch, as in the run itself
-                out, timed_out = "", True
-            finally:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(p.pid, signal.SIGKILL)  # with the workers and jails it started
-                p.wait()
-            new["s"] = round(new["s"] + time.time() - t0, 1)
-            if p.returncode != 0 or timed_out:
-                new.update(tier=i + 1, rc=p.returncode, confirmed=True, timeout=timed_out,
-                           failed=[ln.split(" ", 1)[1][:200] for ln in out.splitlines()
-                                   if ln.startswith(("FAILED ", "ERROR "))][:3])
+            r = run_pytest(work, env, name, args, timeout)  # a timeout is a catch, as in the run itself
+            new["s"] = round(new["s"] + r["s"], 1)
+            if r["rc"] != 0 or r["timeout"]:
+                new.update(tier=i + 1, rc=r["rc"], confirmed=True, timeout=r["timeout"], failed=r["failed"])
                 break
         if not new["confirmed"]:
             new["false_catch"] = f"only {failed[0][:120]} failed, a LOAD_SENSITIVE test"
         with open(log, "a") as f:
             f.write(json.dumps(new) + "\n")
-        print(f"confirm {name}: {'caught in tier %d' % new['tier'] if new['confirmed'] else 'a false catch'}",
+        print(f"confirm {name}: " + (f"caught in tier {new['tier']}" if new["confirmed"] else "a false catch"),
               flush=True)
 
 
