@@ -164,3 +164,76 @@ def test_bench_calibrate_runs_each_tasks_own_model_resumes_and_refuses_to_mix(tm
     assert "exactly one of --solutions DIR, --agent and --calibrate" in capsys.readouterr().err
     assert main(common + ["--out", str(out), "--solutions", str(tmp_path)]) == 2
     assert "holds a run with mode 'calibrate'" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- lanes on their own cores
+
+def _sysfs(tmp: Path, siblings: dict[int, str]) -> Path:
+    for cpu, text in siblings.items():
+        (tmp / f"cpu{cpu}" / "topology").mkdir(parents=True)
+        (tmp / f"cpu{cpu}" / "topology" / "thread_siblings_list").write_text(text + "\n")
+    return tmp
+
+
+def test_lanes_get_disjoint_whole_physical_cores(tmp_path):
+    from cuda_agent.bench.lanes import compact_cpus, parse_cpu_list, split_cpus
+
+    # 4 cores, 2 threads each, siblings numbered apart (0 and 4 share a core), as on most x86 hosts
+    sysfs = _sysfs(tmp_path, {c: f"{c % 4},{c % 4 + 4}" for c in range(8)})
+    assert split_cpus(2, set(range(8)), sysfs) == [{0, 4, 1, 5}, {2, 6, 3, 7}]
+    assert split_cpus(3, set(range(8)), sysfs) == [{0, 4, 1, 5}, {2, 6}, {3, 7}]
+    assert split_cpus(4, set(range(8)), sysfs) == [{0, 4}, {1, 5}, {2, 6}, {3, 7}]
+    assert split_cpus(5, set(range(8)), sysfs) is None  # fewer cores than lanes: they share every CPU
+    assert split_cpus(1, set(range(8)), sysfs) is None
+    # only the CPUs this process may use are given out; a sibling outside them is not
+    assert split_cpus(2, {0, 1, 2, 4}, sysfs) == [{0, 4, 1}, {2}]
+    # no topology to read (a container without sysfs): each CPU is its own core
+    assert split_cpus(2, {0, 1, 2}, tmp_path / "none") == [{0, 1}, {2}]
+    assert parse_cpu_list("0-3,8,10-11") == {0, 1, 2, 3, 8, 10, 11}
+    assert compact_cpus({0, 1, 2, 3, 8, 10, 11}) == "0-3,8,10-11"
+
+
+def test_two_lanes_on_one_gpu_run_their_workers_on_their_own_cpus(tmp_path, rehearsal, monkeypatch):
+    """On an H100 shared by two lanes, level 3's launch-bound models (MobileNet, EfficientNet) were timed up
+    to 2x off while the other lane compiled (inductor starts a thread per CPU): each lane, and every worker it
+    starts, now runs on its own physical cores. The task's Model records where its worker may run."""
+    import os
+
+    from cuda_agent.bench.lanes import parse_cpu_list
+    from cuda_agent.sandbox.gpu import GpuInfo
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs to split")
+    seen = tmp_path / "affinity.txt"
+    record = (f"        with open({str(seen)!r}, 'a') as f:\n"
+              "            f.write(','.join(map(str, sorted(os.sched_getaffinity(0)))) + ' '"
+              " + os.environ.get('TORCHINDUCTOR_COMPILE_THREADS', '-') + '\\n')\n")
+    kb = tmp_path / "kb" / "level1"
+    kb.mkdir(parents=True)
+    for pid in (1, 2):
+        (kb / f"{pid}_swish.py").write_text(_task("return x * torch.sigmoid(x)").replace(
+            "        super().__init__()\n", "        super().__init__()\n" + record))
+    monkeypatch.setattr(Bench, "_selected_gpus", lambda self: [GpuInfo(0, "Fake GPU", "9.0", "GPU-fake", 81559)])
+    out = tmp_path / "run"
+
+    def config(**kw):
+        return BenchConfig(kernelbench=tmp_path / "kb", out=out, levels=(1,), progress=False, per_gpu=2,
+                           calibrate=True, sandbox=_sandbox(tmp_path), **kw)
+
+    outcome = Bench(config()).run()
+    assert (outcome.recorded, outcome.no_gpu) == (2, [])
+    lanes = [parse_cpu_list(c) for c in json.loads((out / "bench.json").read_text())["invocations"][0]["lane_cpus"]]
+    assert len(lanes) == 2 and not lanes[0] & lanes[1] and lanes[0] | lanes[1] == set(os.sched_getaffinity(0))
+    assert {r.lane for r in load(out).results} <= {"gpu0.0", "gpu0.1"}
+    rows = [line.split() for line in seen.read_text().splitlines()]
+    assert rows  # every worker that built the Model (reference and candidate, both lanes) ran on one lane's CPUs
+    for cpus, threads in rows:
+        assert set(map(int, cpus.split(","))) in lanes, (cpus, lanes)
+        assert threads == str(len(cpus.split(","))), threads
+
+    # --shared-cpus: every lane may use every CPU, and bench.json says so
+    seen.unlink()
+    Bench(config(split_cpus=False, redo=("L1_1",))).run()
+    assert json.loads((out / "bench.json").read_text())["invocations"][1]["lane_cpus"] is None
+    assert {line.split()[0] for line in seen.read_text().splitlines()} == \
+        {",".join(map(str, sorted(os.sched_getaffinity(0))))}

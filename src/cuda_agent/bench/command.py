@@ -46,6 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("where it runs")
     g.add_argument("--gpus", default="all", help="'all' (default) or indexes 0,1: one evaluation lane per GPU")
     g.add_argument("--per-gpu", type=int, default=1, help="evaluation lanes per GPU (default 1: serialized)")
+    g.add_argument("--shared-cpus", action="store_true",
+                   help="let every GPU lane use every CPU (default with 2+ lanes: each lane gets its own share "
+                        "of the physical cores, so another lane's compile cannot slow a launch-bound timing)")
     g.add_argument("--build-jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2),
                    help="builds ahead of the GPU lanes (default: half the CPUs)")
     g.add_argument("--task-timeout", type=float, default=3600.0,
@@ -134,7 +137,8 @@ def _run(args: argparse.Namespace) -> int:
         sandbox=SandboxConfig(precision=args.precision, rules=args.rules, num_trials=args.trials,
                               use_baseline_cache=not args.no_baseline_cache, seed=args.seed, spare_workers=2,
                               calibrate=args.calibrate, isolation=isolation(args)),
-        argv=sys.argv[1:], calibrate=args.calibrate, redo=tuple(t.strip() for t in args.redo.split(",") if t.strip()))
+        argv=sys.argv[1:], calibrate=args.calibrate, split_cpus=not args.shared_cpus,
+        redo=tuple(t.strip() for t in args.redo.split(",") if t.strip()))
     from ..sandbox.confine import unavailable
     unconfinable = unavailable(config.sandbox.isolation)
     if unconfinable:  # fail closed, before any candidate code is built or run

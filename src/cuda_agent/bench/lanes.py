@@ -9,6 +9,12 @@ attempt at a time.
   for everything;
 * with ``--ray ADDRESS``: Ray remote functions with ``num_gpus=1`` instead of local lanes.
 
+With two or more GPU lanes, each lane runs on its own share of the host's physical cores
+(:func:`split_cpus`; ``--shared-cpus`` turns it off), which its workers and their torch.compile
+threads inherit. A model whose time is mostly kernel launches (level 3's small-batch CNNs and RNNs) is
+timed by one host thread; another lane's compile, which starts a thread per CPU, must not take that
+thread's core while the GPU lock keeps its kernels alone on the GPU.
+
 A lane that dies (a fault in the sandbox itself, the OOM killer) or that overruns the per-attempt
 limit costs that attempt, recorded as a failure, and is restarted. A lane whose parent dies
 exits, so a killed bench leaves no evaluations running.
@@ -48,7 +54,70 @@ def evaluate_one(task, solution_path: str | None, config) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- local lanes
 
-def _lane_main(conn, env: dict[str, str]) -> None:
+def parse_cpu_list(text: str) -> set[int]:
+    """CPU numbers from the kernel's list format (``0-3,8,10-11``)."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            cpus.update(range(int(lo), int(hi) + 1))
+        elif part.strip():
+            cpus.add(int(part))
+    return cpus
+
+
+def compact_cpus(cpus) -> str:
+    """The kernel's list format for a set of CPUs (``0-3,8``)."""
+    out: list[str] = []
+    for c in sorted(cpus):
+        if out and out[-1][1] == c - 1:
+            out[-1][1] = c
+        else:
+            out.append([c, c])
+    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in out)
+
+
+def core_groups(cpus: set[int], sysfs: Path = Path("/sys/devices/system/cpu")) -> list[tuple[int, ...]]:
+    """``cpus`` grouped by physical core (hyper-thread siblings together), in CPU order; a CPU whose
+    topology cannot be read is a core of its own."""
+    groups: list[tuple[int, ...]] = []
+    seen: set[int] = set()
+    for cpu in sorted(cpus):
+        if cpu in seen:
+            continue
+        try:
+            siblings = parse_cpu_list((sysfs / f"cpu{cpu}" / "topology" / "thread_siblings_list").read_text())
+        except (OSError, ValueError):
+            siblings = set()
+        group = tuple(sorted((siblings & cpus) | {cpu}))
+        seen.update(group)
+        groups.append(group)
+    return groups
+
+
+def split_cpus(lanes: int, cpus: set[int] | None = None, sysfs: Path = Path("/sys/devices/system/cpu")
+               ) -> list[frozenset[int]] | None:
+    """``lanes`` disjoint sets of whole physical cores covering ``cpus`` (default: those this process may
+    run on), as equal as they divide; None (every lane shares every CPU) for one lane, or for fewer cores
+    than lanes."""
+    if cpus is None:
+        cpus = set(os.sched_getaffinity(0))
+    groups = core_groups(cpus, sysfs)
+    if lanes < 2 or len(groups) < lanes:
+        return None
+    per, extra = divmod(len(groups), lanes)
+    out, start = [], 0
+    for k in range(lanes):
+        end = start + per + (k < extra)
+        out.append(frozenset(c for g in groups[start:end] for c in g))
+        start = end
+    return out
+
+
+def _lane_main(conn, env: dict[str, str], cpus: frozenset[int] | None = None) -> None:
+    if cpus:  # before torch is imported: its thread pools and inductor's compile workers size to these
+        os.sched_setaffinity(0, cpus)
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(len(cpus)))  # (older torch counts all CPUs)
     os.environ.update(env)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the bench, which stops its lanes
     parent = os.getppid()
@@ -75,8 +144,10 @@ def _lane_main(conn, env: dict[str, str]) -> None:
 class Lane:
     """One evaluation process. ``evaluate`` blocks until the attempt is done, failed or timed out."""
 
-    def __init__(self, name: str, env: dict[str, str], timeout_s: float):
+    def __init__(self, name: str, env: dict[str, str], timeout_s: float, cpus: frozenset[int] | None = None):
         self.name, self.env, self.timeout_s = name, env, timeout_s
+        self.cpus = cpus
+        """The CPUs this lane and every process it starts run on (None: all the bench may use)."""
         self.proc = None
         self.conn = None
         self.restarts = 0
@@ -87,7 +158,7 @@ class Lane:
     def _start(self) -> None:
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_lane_main, args=(child, self.env), name=f"bench-lane-{self.name}")
+        self.proc = ctx.Process(target=_lane_main, args=(child, self.env, self.cpus), name=f"bench-lane-{self.name}")
         self.proc.start()
         child.close()
         self.conn = parent

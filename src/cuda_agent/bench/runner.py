@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ..tasks import Task
-from .lanes import ERROR, EVALUATED, NO_GPU, Lane, RayDispatcher, ray_module
+from .lanes import ERROR, EVALUATED, NO_GPU, Lane, RayDispatcher, compact_cpus, ray_module, split_cpus
 from .policy import Episode, Solver, load_solver
 from .sources import BenchError, find_solutions, select_tasks
 from .store import FORMAT_VERSION, NO_SOLUTION, Result, ResultsDB, RunDir
@@ -90,6 +90,8 @@ class BenchConfig:
     """Evaluate every task's own Model as the candidate (no solutions, no agent)."""
     redo: tuple[str, ...] = ()
     """Tasks (``L1_14``) whose recorded results are dropped and evaluated again, e.g. after a harness fix."""
+    split_cpus: bool = True
+    """With two or more GPU lanes, give each its own share of the physical cores (:func:`.lanes.split_cpus`)."""
 
     @property
     def mode(self) -> str:
@@ -236,10 +238,17 @@ class Bench:
         config["levels"] = sorted(set(config.get("levels", [])) | set(cfg.levels))
         config.setdefault("invocations", []).append(
             {"argv": cfg.argv, "started": _now(), "host": socket.gethostname(), "gpus": self._gpu_names(),
-             "levels": list(cfg.levels), "problems": list(cfg.problems) if cfg.problems else None})
+             "levels": list(cfg.levels), "problems": list(cfg.problems) if cfg.problems else None,
+             "lane_cpus": [compact_cpus(c) for c in self._lane_cpus(len(self._selected_gpus())) or []] or None})
         run.write_config(config)
         self.db = ResultsDB(run.db_path)
         self.db.set_meta("format_version", FORMAT_VERSION)
+
+    def _lane_cpus(self, gpus: int) -> list[frozenset[int]] | None:
+        """Each GPU lane's CPUs, in lane order (None: they share every CPU)."""
+        if not self.cfg.split_cpus or self.cfg.ray_address:
+            return None
+        return split_cpus(gpus * self.cfg.per_gpu)
 
     def _gpu_names(self) -> list[str]:
         return [g.name for g in self._selected_gpus()]
@@ -279,10 +288,12 @@ class Bench:
             self.has_gpu_lanes = True
             threads.append(threading.Thread(target=self._ray_loop, args=(ray, gpu_q, cpu_q, results), daemon=True))
         else:
+            cpus = self._lane_cpus(len(gpus))
             for g in gpus:
                 for k in range(cfg.per_gpu):
                     lanes.append(Lane(f"gpu{g.index}" + (f".{k}" if cfg.per_gpu > 1 else ""),
-                                      {"CUDA_VISIBLE_DEVICES": g.uuid}, cfg.task_timeout_s))
+                                      {"CUDA_VISIBLE_DEVICES": g.uuid}, cfg.task_timeout_s,
+                                      cpus[len(lanes)] if cpus else None))
             self.has_gpu_lanes = bool(lanes)
             cpu_lane = Lane(CPU, {"CUDA_VISIBLE_DEVICES": ""}, cfg.task_timeout_s)
             lanes.append(cpu_lane)

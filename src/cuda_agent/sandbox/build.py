@@ -318,10 +318,18 @@ def _build_env(config: SandboxConfig) -> dict[str, str] | None:
     return None if config.isolation == "none" else confine.confined_env(dict(os.environ))
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (a bench lane has its own share of them), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 def _run_parallel(commands: list[tuple[list[str], Path]], deadline: float, cwd: Path,
                   wrap=lambda cmd: cmd, env: dict[str, str] | None = None) -> tuple[bool, bool, str]:
     """Run compile commands concurrently (bounded by the CPU count). Returns (ok, timed_out, log)."""
-    max_jobs = max(1, os.cpu_count() or 1)
+    max_jobs = usable_cpus()
     pending = list(commands)
     running: list[tuple[subprocess.Popen, Path]] = []
     logs, ok = [], True
@@ -393,7 +401,7 @@ def inline_env(extensions_dir: str | Path, arch: str) -> dict[str, str]:
     env = dict(os.environ)
     env["TORCH_EXTENSIONS_DIR"] = str(extensions_dir)
     env["TORCH_CUDA_ARCH_LIST"] = torch_arch_list(arch)
-    env["MAX_JOBS"] = str(os.cpu_count() or 1)
+    env["MAX_JOBS"] = str(usable_cpus())
     if cuda_home():
         env.setdefault("CUDA_HOME", cuda_home())
     return env
