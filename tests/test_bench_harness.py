@@ -84,7 +84,7 @@ def test_reports_show_harness_errors_in_every_form(tmp_path):
 # ----------------------------------------------------------------------------- runs (rehearsal)
 
 @pytest.mark.nvcc
-def test_a_harness_error_is_evaluated_once_more_and_the_first_verdict_kept(tmp_path, rehearsal):
+def test_a_harness_error_is_evaluated_once_more_and_the_first_verdict_kept(tmp_path, rehearsal, capsys):
     marker = tmp_path / "first_call_done"
     kb = tmp_path / "kb" / "level1"
     kb.mkdir(parents=True)
@@ -98,9 +98,15 @@ def test_a_harness_error_is_evaluated_once_more_and_the_first_verdict_kept(tmp_p
     for pid in (1, 2):
         shutil.copytree(HONEST, sols / f"L1_{pid}")
     out = tmp_path / "run"
-    outcome = Bench(BenchConfig(kernelbench=tmp_path / "kb", out=out, levels=(1,), solutions=sols, progress=False,
-                                build_jobs=1, sandbox=_sandbox(tmp_path))).run()
+    config = BenchConfig(kernelbench=tmp_path / "kb", out=out, levels=(1,), solutions=sols, progress=False,
+                         build_jobs=1, sandbox=_sandbox(tmp_path))
+    outcome = Bench(config).run()
     assert outcome.recorded == 2 and not outcome.no_gpu
+    from cuda_agent.bench.command import _print_summary
+
+    _print_summary(config, outcome)  # what the command prints after the table
+    assert "1 attempt(s) ended in harness_error (not the candidate's failure; 1 of them evaluated twice)" in \
+        capsys.readouterr().out
     v1 = json.loads((out / "tasks/L1_1/sample_0/verdict.json").read_text())
     first1 = json.loads((out / "tasks/L1_1/sample_0/verdict.first.json").read_text())
     assert v1["verdict"] == "correct" and "harness_retried" in v1["flags"], (v1["verdict"], v1["reasons"])
@@ -195,8 +201,8 @@ def test_lanes_get_disjoint_whole_physical_cores(tmp_path):
 
 def test_two_lanes_on_one_gpu_run_their_workers_on_their_own_cpus(tmp_path, rehearsal, monkeypatch):
     """On an H100 shared by two lanes, level 3's launch-bound models (MobileNet, EfficientNet) were timed up
-    to 2x off while the other lane compiled (inductor starts a thread per CPU): each lane, and every worker it
-    starts, now runs on its own physical cores. The task's Model records where its worker may run."""
+    to 2x off, mostly while the other lane compiled (inductor starts a thread per CPU): each lane, and every
+    worker it starts, now runs on its own physical cores. The task's Model records where its worker may run."""
     import os
 
     from cuda_agent.bench.lanes import parse_cpu_list

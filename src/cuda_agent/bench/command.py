@@ -160,9 +160,11 @@ def _print_summary(config, outcome) -> None:
     run = load(config.out)
     print(table1_markdown([run]))
     harness = run.summaries[-1].harness_errors
-    if harness:
-        print(f"\n{harness} attempt(s) ended in harness_error (not the candidate's failure, each evaluated twice): "
-              "see the report's Harness errors section")
+    if harness:  # a task that cannot fit or whose reference does not repeat itself is not evaluated again
+        again = sum(1 for r in run.results if r.verdict.get("verdict") == "harness_error"
+                    and "harness_retried" in (r.verdict.get("flags") or []))
+        print(f"\n{harness} attempt(s) ended in harness_error (not the candidate's failure; {again} of them evaluated "
+              "twice): see the report's Harness errors section")
     if run.calibration:
         print(f"\ncalibration: {calibration_summary(run)}")
     print(f"\n{config.out}: {outcome.total} attempts selected, {outcome.done_before} recorded before, "
