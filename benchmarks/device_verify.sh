@@ -24,6 +24,9 @@
 #   roofline-levels - (issue 19) KernelBench levels 1-3 evaluated --calibrate (carry third_party/KernelBench, .whl):
 #              compile's fraction of the bound per level and the 10 tasks farthest from it, in the report;
 #              resumable: run it again on the same (warm) machine until the bench says it is done
+#   levels-cached - (issue 15) after roofline-levels on the same machine: level 1 calibrated again with every
+#              baseline cached, for the GPU-busy share without compiles; exports the baselines (LEVELS_BASELINES=F
+#              imports such an export on a fresh machine instead)
 #   placement - (~1 min) does the GEMM's flushed time depend on where its operands land? 3 processes
 #   multigpu-fill, multigpu - (2+ GPUs, issue 8) bench over 52 problems: fill the caches, then one GPU vs all
 #              in one call (scaling, per-task agreement, no overlapping timings on a GPU)
@@ -176,6 +179,21 @@ case "$stage" in
     tar -czf "$OUT/roofline_levels_state.tar.gz" -C /tmp/roofline_levels bench.json results.sqlite results.jsonl bench.log
     grep -m1 "GPU-busy" /tmp/roofline_levels/report/report.md
     sed -n '/## Fraction of the roofline bound/,/## Definitions/p' /tmp/roofline_levels/report/report.md | head -60 ;;
+  levels-cached)
+    # (issue 15) the GPU-busy share with every torch.compile baseline cached (the goal's "measured as before"):
+    # level 1 (LEVELS_CACHED=1,2 for more) calibrated again into another run directory, after roofline-levels
+    # filled the cache on this warm machine, or after LEVELS_BASELINES=F imported a set this stage exported
+    # (same GPU model and torch); resumable the same way. Exports the cache's baselines to $OUT/baselines.json.
+    [ -z "${LEVELS_BASELINES:-}" ] || cuda-agent bench --import-baselines "$LEVELS_BASELINES" 2>&1 | tail -1
+    ls .whl/einops-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps .whl/einops-*.whl 2>&1 | grep -v WARNING
+    timeout -s INT "${LEVELS_TIMEOUT:-520}" cuda-agent bench --kernelbench third_party/KernelBench/KernelBench \
+      --levels "${LEVELS_CACHED:-1}" --calibrate --per-gpu "${LEVELS_PER_GPU:-2}" --out /tmp/levels_cached --no-progress \
+      > "$OUT/levels_cached.log" 2>&1
+    tail -5 "$OUT/levels_cached.log"
+    cuda-agent report /tmp/levels_cached --out /tmp/levels_cached/report > /dev/null 2>&1
+    cp /tmp/levels_cached/report/summary.json "$OUT/levels_cached_summary.json" 2>/dev/null
+    grep -m1 "GPU-busy" /tmp/levels_cached/report/report.md
+    cuda-agent bench --export-baselines "$OUT/baselines.json" 2>&1 | tail -1 ;;
   placement)
     for i in 1 2 3; do timeout 150 python3 benchmarks/probe/placement.py --out "$OUT/placement_$i.json" \
       2>&1 | tee "$OUT/placement_$i.log" | tail -1; done ;;
