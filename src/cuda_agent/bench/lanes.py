@@ -26,6 +26,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -116,8 +117,11 @@ def split_cpus(lanes: int, cpus: set[int] | None = None, sysfs: Path = Path("/sy
 
 def _lane_main(conn, env: dict[str, str], cpus: frozenset[int] | None = None) -> None:
     if cpus:  # before torch is imported: its thread pools and inductor's compile workers size to these
-        os.sched_setaffinity(0, cpus)
-        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(len(cpus)))  # (older torch counts all CPUs)
+        try:
+            os.sched_setaffinity(0, cpus)
+            os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(len(cpus)))  # (older torch counts all CPUs)
+        except OSError as e:  # a CPU gone offline since the split: the lane runs, sharing every CPU
+            print(f"bench lane: could not pin to CPUs {compact_cpus(cpus)} ({e}); sharing every CPU", file=sys.stderr)
     os.environ.update(env)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the bench, which stops its lanes
     parent = os.getppid()
