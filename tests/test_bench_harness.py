@@ -182,7 +182,8 @@ def _sysfs(tmp: Path, siblings: dict[int, str]) -> Path:
 
 
 def test_lanes_get_disjoint_whole_physical_cores(tmp_path):
-    from cuda_agent.bench.lanes import compact_cpus, parse_cpu_list, split_cpus
+    from cuda_agent.bench.lanes import split_cpus
+    from cuda_agent.sandbox.process import compact_cpus, parse_cpu_list
 
     # 4 cores, 2 threads each, siblings numbered apart (0 and 4 share a core), as on most x86 hosts
     sysfs = _sysfs(tmp_path, {c: f"{c % 4},{c % 4 + 4}" for c in range(8)})
@@ -205,8 +206,8 @@ def test_two_lanes_on_one_gpu_run_their_workers_on_their_own_cpus(tmp_path, rehe
     worker it starts, now runs on its own physical cores. The task's Model records where its worker may run."""
     import os
 
-    from cuda_agent.bench.lanes import parse_cpu_list
     from cuda_agent.sandbox.gpu import GpuInfo
+    from cuda_agent.sandbox.process import parse_cpu_list
 
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs 2 CPUs to split")
@@ -236,6 +237,11 @@ def test_two_lanes_on_one_gpu_run_their_workers_on_their_own_cpus(tmp_path, rehe
     for cpus, threads in rows:
         assert set(map(int, cpus.split(","))) in lanes, (cpus, lanes)
         assert threads == str(len(cpus.split(","))), threads
+    # each verdict says where its workers ran (a reader of a GPU run can see the split took effect)
+    for r in load(out).results:
+        workers = r.verdict["timing"]["workers"]
+        assert {frozenset(parse_cpu_list(workers[role]["cpus"])) for role in ("reference", "candidate")} <= \
+            {frozenset(c) for c in lanes}, workers
 
     # --shared-cpus: every lane may use every CPU, and bench.json says so
     seen.unlink()

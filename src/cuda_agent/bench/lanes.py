@@ -34,6 +34,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from ..sandbox.process import compact_cpus, parse_cpu_list
+
 EVALUATED, ERROR, NO_GPU = "evaluated", "error", "no_gpu"
 
 
@@ -54,29 +56,6 @@ def evaluate_one(task, solution_path: str | None, config) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- local lanes
-
-def parse_cpu_list(text: str) -> set[int]:
-    """CPU numbers from the kernel's list format (``0-3,8,10-11``)."""
-    cpus: set[int] = set()
-    for part in text.strip().split(","):
-        if "-" in part:
-            lo, hi = part.split("-")
-            cpus.update(range(int(lo), int(hi) + 1))
-        elif part.strip():
-            cpus.add(int(part))
-    return cpus
-
-
-def compact_cpus(cpus) -> str:
-    """The kernel's list format for a set of CPUs (``0-3,8``)."""
-    out: list[str] = []
-    for c in sorted(cpus):
-        if out and out[-1][1] == c - 1:
-            out[-1][1] = c
-        else:
-            out.append([c, c])
-    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in out)
-
 
 def core_groups(cpus: set[int], sysfs: Path = Path("/sys/devices/system/cpu")) -> list[tuple[int, ...]]:
     """``cpus`` grouped by physical core (hyper-thread siblings together), in CPU order; a CPU whose

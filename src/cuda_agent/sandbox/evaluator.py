@@ -43,7 +43,7 @@ from .gpu import GpuLock, GpuMemory, gpu_memory_bytes, no_gpu_reason, rehearsal
 from .logs import trim_traceback
 from .memory import peak_rss_mb, reset_peak_rss
 from .process import (MAX_UNTRUSTED_REPLY, BadReply, ReplyTooLong, WorkerDied, WorkerError, WorkerOverMemory,
-                      WorkerProcess, WorkerTimeout, candidate_jail, start_worker, worker_env)
+                      WorkerProcess, WorkerTimeout, candidate_jail, cpus_of, start_worker, worker_env)
 from .reward import paper_reward
 from .share import WEIGHTS
 from .solution import REFERENCE, Solution, SolutionError, reference_solution
@@ -282,7 +282,8 @@ class _Evaluation:
             "waited_s": seconds(started.get("waited_s")), "warm_s": seconds(started.get("warm_s")),
             "boot_steps_s": {k: seconds(started.get(k)) for k in ("python_s", "torch_s", "harness_s", "compiler_s")
                              if k in started},
-            "steps_s": {str(k)[:32]: seconds(x) for k, x in list(steps.items())[:16]}}
+            "steps_s": {str(k)[:32]: seconds(x) for k, x in list(steps.items())[:16]},
+            "cpus": cpus_of(worker.proc.pid)}
         if isinstance(started.get("compiler_error"), str):  # a spare whose preload failed (the step needing it says)
             self.v.timing["workers"][role]["preload_error"] = started["compiler_error"][:300]
 

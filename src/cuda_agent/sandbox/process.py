@@ -373,6 +373,38 @@ class WorkerProcess:
         self.cleanup()
 
 
+def parse_cpu_list(text: str) -> set[int]:
+    """CPU numbers from the kernel's list format (``0-3,8,10-11``)."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            cpus.update(range(int(lo), int(hi) + 1))
+        elif part.strip():
+            cpus.add(int(part))
+    return cpus
+
+
+def compact_cpus(cpus) -> str:
+    """The kernel's list format for a set of CPUs (``0-3,8``)."""
+    out: list[str] = []
+    for c in sorted(cpus):
+        if out and out[-1][1] == c - 1:
+            out[-1][1] = c
+        else:
+            out.append([c, c])
+    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in out)
+
+
+def cpus_of(pid: int) -> str | None:
+    """The CPUs process ``pid`` may run on (``compact_cpus``), None where Linux does not say. A bench lane
+    pins itself and so every worker it starts (bench.lanes.split_cpus)."""
+    try:
+        return compact_cpus(os.sched_getaffinity(pid))
+    except (AttributeError, OSError):
+        return None
+
+
 def _killpg(group: int) -> bool:
     """SIGKILL process group ``group``; False where there is none (or it is not the harness's to kill)."""
     try:
