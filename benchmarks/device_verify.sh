@@ -183,14 +183,15 @@ case "$stage" in
     # (issue 15) the GPU-busy share with every torch.compile baseline cached (the goal's "measured as before"):
     # level 1 (LEVELS_CACHED=1,2 for more) calibrated again into another run directory, after roofline-levels
     # filled the cache on this warm machine, or after LEVELS_BASELINES=F imported a set this stage exported
-    # (same GPU model and torch); resumable the same way. Exports the cache's baselines to $OUT/baselines.json.
+    # (same GPU model and torch); resumable on the same warm machine only (a fresh one starts it over, ~5-7 min
+    # for level 1). Exports the cache's baselines to $OUT/baselines.json.
     [ -z "${LEVELS_BASELINES:-}" ] || cuda-agent bench --import-baselines "$LEVELS_BASELINES" 2>&1 | tail -1
     ls .whl/einops-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps .whl/einops-*.whl 2>&1 | grep -v WARNING
     timeout -s INT "${LEVELS_TIMEOUT:-520}" cuda-agent bench --kernelbench third_party/KernelBench/KernelBench \
       --levels "${LEVELS_CACHED:-1}" --calibrate --per-gpu "${LEVELS_PER_GPU:-2}" --out /tmp/levels_cached --no-progress \
       > "$OUT/levels_cached.log" 2>&1
     tail -5 "$OUT/levels_cached.log"
-    cuda-agent report /tmp/levels_cached --out /tmp/levels_cached/report > /dev/null 2>&1
+    cuda-agent report /tmp/levels_cached --out /tmp/levels_cached/report > "$OUT/levels_cached_report.log" 2>&1
     cp /tmp/levels_cached/report/summary.json "$OUT/levels_cached_summary.json" 2>/dev/null
     grep -m1 "GPU-busy" /tmp/levels_cached/report/report.md
     cuda-agent bench --export-baselines "$OUT/baselines.json" 2>&1 | tail -1 ;;

@@ -12,8 +12,9 @@ attempt at a time.
 With two or more GPU lanes, each lane runs on its own share of the host's physical cores
 (:func:`split_cpus`; ``--shared-cpus`` turns it off), which its workers and their torch.compile
 threads inherit. A model whose time is mostly kernel launches (level 3's small-batch CNNs and RNNs) is
-timed by one host thread; another lane's compile, which starts a thread per CPU, must not take that
-thread's core while the GPU lock keeps its kernels alone on the GPU.
+timed by one host thread; another lane's compile, which starts a thread per CPU, should not take that
+thread's core while the GPU lock keeps its kernels alone on the GPU. The split is cooperative, not a
+defense: a candidate's worker may widen its own CPU set (the process guard lets a process set its own).
 
 A lane that dies (a fault in the sandbox itself, the OOM killer) or that overruns the per-attempt
 limit costs that attempt, recorded as a failure, and is restarted. A lane whose parent dies
@@ -69,21 +70,27 @@ def core_groups(cpus: set[int], sysfs: Path = Path("/sys/devices/system/cpu")) -
             siblings = parse_cpu_list((sysfs / f"cpu{cpu}" / "topology" / "thread_siblings_list").read_text())
         except (OSError, ValueError):
             siblings = set()
-        group = tuple(sorted((siblings & cpus) | {cpu}))
+        group = tuple(sorted(((siblings & cpus) - seen) | {cpu}))
         seen.update(group)
         groups.append(group)
     return groups
 
 
+MIN_CORES_PER_LANE = 2
+"""Fewer physical cores than this per lane and the lanes share every CPU instead: a lane also boots its
+spare workers (torch imports, compiler preloads) while it times, and on one core of its own they would
+compete with its timing thread harder than another lane does on a shared host."""
+
+
 def split_cpus(lanes: int, cpus: set[int] | None = None, sysfs: Path = Path("/sys/devices/system/cpu")
                ) -> list[frozenset[int]] | None:
     """``lanes`` disjoint sets of whole physical cores covering ``cpus`` (default: those this process may
-    run on), as equal as they divide; None (every lane shares every CPU) for one lane, or for fewer cores
-    than lanes."""
+    run on), as equal as they divide; None (every lane shares every CPU) for one lane, or for fewer than
+    MIN_CORES_PER_LANE cores a lane."""
     if cpus is None:
         cpus = set(os.sched_getaffinity(0))
     groups = core_groups(cpus, sysfs)
-    if lanes < 2 or len(groups) < lanes:
+    if lanes < 2 or len(groups) < lanes * MIN_CORES_PER_LANE:
         return None
     per, extra = divmod(len(groups), lanes)
     out, start = [], 0
@@ -95,11 +102,10 @@ def split_cpus(lanes: int, cpus: set[int] | None = None, sysfs: Path = Path("/sy
 
 
 def _lane_main(conn, env: dict[str, str], cpus: frozenset[int] | None = None) -> None:
-    if cpus:  # before torch is imported: its thread pools and inductor's compile workers size to these
+    if cpus:  # first, before any thread starts: torch's thread pools and inductor's compile workers size to these
         try:
             os.sched_setaffinity(0, cpus)
-            os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(len(cpus)))  # (older torch counts all CPUs)
-        except OSError as e:  # a CPU gone offline since the split: the lane runs, sharing every CPU
+        except OSError as e:  # every CPU of the share gone offline since the split: the lane runs unpinned
             print(f"bench lane: could not pin to CPUs {compact_cpus(cpus)} ({e}); sharing every CPU", file=sys.stderr)
     os.environ.update(env)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the bench, which stops its lanes

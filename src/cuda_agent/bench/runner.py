@@ -146,6 +146,7 @@ class Bench:
         self.solver: Solver | None = None
         self._build_locks: dict[str, threading.Lock] = {}  # identical sources build once
         self._build_locks_guard = threading.Lock()
+        self._cpu_split: tuple[list[frozenset[int]] | None] | None = None  # (the split,) once worked out
 
     # ------------------------------------------------------------------ plan
     def plan(self) -> tuple[list[Item], list[str]]:
@@ -245,10 +246,12 @@ class Bench:
         self.db.set_meta("format_version", FORMAT_VERSION)
 
     def _lane_cpus(self, gpus: int) -> list[frozenset[int]] | None:
-        """Each GPU lane's CPUs, in lane order (None: they share every CPU)."""
+        """Each GPU lane's CPUs, in lane order (None: they share every CPU); worked out once per run."""
         if not self.cfg.split_cpus or self.cfg.ray_address:
             return None
-        return split_cpus(gpus * self.cfg.per_gpu)
+        if self._cpu_split is None:
+            self._cpu_split = (split_cpus(gpus * self.cfg.per_gpu),)
+        return self._cpu_split[0]
 
     def _gpu_names(self) -> list[str]:
         return [g.name for g in self._selected_gpus()]
