@@ -16,6 +16,7 @@ import shutil
 import signal
 import socket
 import stat
+import sqlite3
 import subprocess
 import threading
 
@@ -107,7 +108,11 @@ def assert_untouched(before, after):
 
 def test_baseline_poisoning_at_import(judge):
     loose, loose_cache, confined, before, after = both_ways(judge, "conf_poison_baselines")
-    assert loose.verdict == "correct" and loose.eager_ms == pytest.approx(20 * judge.first.eager_ms, rel=1e-6)
+    # unconfined, the poison lands in the cache, where every later evaluation of the task reads it; this one
+    # had read its baselines before the import (the baselines come before the candidate's code loads)
+    assert loose.verdict == "correct" and loose.eager_ms == judge.first.eager_ms
+    stored = [row[0] for row in sqlite3.connect(loose_cache / "baselines.sqlite").execute("SELECT eager_ms FROM baselines")]
+    assert any(x == pytest.approx(20 * judge.first.eager_ms, rel=1e-6) for x in stored), stored
     assert loose.confinement["mechanism"] == "none" and "unconfined" in loose.confinement["warning"]
     assert_untouched(before, after)
     assert confined.verdict == "correct" and confined.eager_ms == judge.first.eager_ms

@@ -70,6 +70,25 @@ def test_gpu_work_before_the_trials_holds_the_gpu_lock_so_no_other_timing_overla
     assert v.timing["gpu_lock_setup_s"] > 0
 
 
+def test_the_baselines_are_timed_before_any_of_the_candidates_code_is_loaded(rehearse, tmp_path):
+    """Timed after the candidate's import, eager and compile could be slowed by a thread or a kernel (on a side
+    stream) that the import left running, which no check of the candidate's own timing sees: its speed-ups
+    would rise, and the slow baseline would be cached for every later evaluation of the task. Here the
+    candidate's import writes down when it ran."""
+    stamp = tmp_path / "imported_at"
+    source = (f"import time\nopen({str(stamp)!r}, 'w').write(repr(time.time()))\n"
+              + (HONEST / "model_new.py").read_text())
+    # a fresh cache, so that the baselines are timed; the static rules and the jail off, which would refuse the
+    # file write and hide the file
+    v = rehearse(_variant(tmp_path, source), cache_dir=tmp_path / "cache", static_rules=False, isolation="none")
+    assert v.verdict == "correct" and not v.baseline_cached, (v.reasons, v.log)
+    imported = float(stamp.read_text())
+    windows = v.timing["timed_windows"]  # eager, compile (unless it failed), then the candidate
+    baselines = 2 if v.compile_ms else 1
+    assert len(windows) > baselines and all(end < imported for _, end in windows[:baselines]), (windows, imported)
+    assert all(start > imported for start, _ in windows[baselines:]), (windows, imported)
+
+
 def _variant(tmp_path, model_new: str):
     """The honest CPU workspace with another model_new.py (the kernels stay the same)."""
     ws = tmp_path / "ws"
@@ -85,7 +104,9 @@ def test_honest_solution_is_correct_and_every_timed_output_is_checked(rehearse):
     # a second timing attempt (host load on this CPU can call for one) has its outputs checked as well
     iters = v.timing["retimed"]["attempt_iters"] if "retimed" in v.timing else [v.timing["iters"]]
     assert v.timing["timed_outputs_checked"] == sum(iters) > 0 and v.timing["iters"] in iters, v.timing
-    assert set(v.timing["phases_s"]) == {"build", "reference_setup", "candidate_setup", "compile", "gpu_phase"}
+    # in this order: the baselines (cached by now, or timed) come before any of the candidate's code is loaded
+    assert list(v.timing["phases_s"]) == ["build", "reference_setup", "compile", "baselines", "candidate_setup",
+                                          "gpu_phase"]
     assert v.timing["warmup"]["warmup_calls"] > 0
     # memory figures: every process's peak host RSS (a torch process holds > 100 MiB), the task's footprint
     mem = v.timing["memory"]

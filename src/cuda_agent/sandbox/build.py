@@ -434,6 +434,7 @@ def _build_file(solution: Solution, config: SandboxConfig, out_dir: Path) -> Bui
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=config.build_timeout_s)
+        _kill_group(proc)  # whatever the file started and left behind: nothing of it runs into the timings
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         if work is not None:

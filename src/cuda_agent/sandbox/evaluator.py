@@ -186,9 +186,18 @@ class _Evaluation:
             if self.jail is not None and not self._confinement_holds():
                 return
             # GPU work from here on holds the GPU lock, shared, so that no other evaluation's timing overlaps
-            # it: the candidate's import, construction and prepare() here, the compile baseline's first run
-            # below (busy=False: mostly CPU time, not counted as the GPU in use)
+            # it: the compile baseline's first run and the candidate's import, construction and prepare()
+            # (busy=False: mostly CPU time, not counted as the GPU in use)
             self.lock = GpuLock(cfg.cache_dir, cfg.device)
+            # The baselines are timed before any of the candidate's code is loaded. Timed after it, a thread or
+            # a kernel the candidate left running (started at import, on a side stream) could slow eager and
+            # compile on the GPU or the host and so raise its speed-ups, and the slow baseline would be cached
+            # for every later evaluation of the task.
+            self._warm_compile(module)
+            self._mark("compile")
+            if not self._baselines_first(ref_info):
+                return
+            self._mark("baselines")
             with self.lock.shared(busy=False):
                 cand_info = self._cand_step(lambda: self.cand.request(candidate_setup(
                     self.task, self.solution, built, cfg, self.seed, init_inputs, ref_info["state_dict"],
@@ -201,8 +210,6 @@ class _Evaluation:
             self._mark("candidate_setup")
             if not self._integrity_ok(cand_info, "while importing and preparing ModelNew"):
                 return
-            self._warm_compile(module)
-            self._mark("compile")
             try:
                 self._gpu_phase(module)
             finally:
@@ -308,14 +315,13 @@ class _Evaluation:
             return
         self._drop(["trial"])  # its buffers are not needed any more
         set_bytes = self.set_bytes or 1
-        n_rot = trial_inputs.rotation_sets(set_bytes, cfg.rotate_bytes, cfg.num_recheck)
-        rot = self._ref_gpu({"op": "rotation", "seeds": [self.seed + 1000 + i for i in range(n_rot)]})
+        seeds = self._rotation_seeds(set_bytes)
+        n_rot = len(seeds)
+        rot = self._ref_gpu({"op": "rotation", "seeds": seeds})
         if rot is None:
             return
         rotation = rot["sets"]
-        with self.lock.exclusive():  # eager, compile and candidate timed back to back, GPU to themselves
-            if not self._bandwidth() or not self._baselines():
-                return
+        with self.lock.exclusive():  # the candidate timed with the GPU to itself (the baselines were timed first)
             timed = self._time_candidate(rotation)
         if timed is None:
             return
@@ -660,6 +666,36 @@ class _Evaluation:
                     self.ref.cleanup()
                     self.ref = WorkerProcess(env=self.ref_env, label="reference")
                     self.ref.request(self.ref_setup, cfg.baseline_timeout_s)
+
+    def _rotation_seeds(self, set_bytes: int) -> list[int]:
+        """The seeds of the timing loop's input sets (the same for the baselines and the candidate)."""
+        cfg = self.config
+        n_rot = trial_inputs.rotation_sets(max(set_bytes, 1), cfg.rotate_bytes, cfg.num_recheck)
+        return [self.seed + 1000 + i for i in range(n_rot)]
+
+    def _baselines_first(self, ref_info: dict) -> bool:
+        """The copy bandwidth and the eager and compile baselines, where not cached, timed before the
+        candidate's worker has loaded any of its code (see run()), under the exclusive lock; the reference
+        times on the sets the candidate will be timed on, drawn for it now and freed before the trials."""
+        v, cfg = self.v, self.config
+        measure_bw = not rehearsal() and (not cfg.use_baseline_cache
+                                          or self.store.get_bandwidth(v.gpu, v.torch_version) is None)
+        if self.cached_baseline is not None and not measure_bw:
+            return self._bandwidth() and self._baselines()  # both read from the cache: no lock to wait for
+        with self.lock.exclusive():
+            if not self._bandwidth():
+                return False
+            if self.cached_baseline is not None:
+                return self._baselines()
+            fp = (ref_info.get("sizes") or {}).get("footprint") or {}
+            seeds = self._rotation_seeds(fp.get("input_bytes") or 1)
+            if self._ref_step(lambda: self.ref.request({"op": "rotation", "seeds": seeds}, cfg.run_timeout_s)) is None:
+                return False
+            if not self._baselines():
+                return False
+        return self._ref_step(lambda: self.ref.request(
+            {"op": "drop", "keys": [f"rotation {i}" for i in range(len(seeds))], "ring": True}, cfg.run_timeout_s)) \
+            is not None
 
     def _baselines(self) -> bool:
         v, cfg = self.v, self.config

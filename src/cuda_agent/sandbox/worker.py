@@ -440,6 +440,8 @@ class Worker:
             self.exporter.drop(k)
             self.drawn.pop(k, None)
             self.refs.pop(k, None)
+        if msg.get("ring"):  # the baselines' ring, timed before the trials: its sets must not live through them
+            self.ring = self.timing_state = None
         return {}
 
     # -- candidate: runs on shared sets
