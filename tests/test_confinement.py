@@ -9,6 +9,7 @@ worker processes. Every cheat in tests/solutions/conf_* runs twice:
   connection; and an honest solution evaluated after all of them gets the very baselines it got before.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -111,7 +112,8 @@ def test_baseline_poisoning_at_import(judge):
     # unconfined, the poison lands in the cache, where every later evaluation of the task reads it; this one
     # had read its baselines before the import (the baselines come before the candidate's code loads)
     assert loose.verdict == "correct" and loose.eager_ms == judge.first.eager_ms
-    stored = [row[0] for row in sqlite3.connect(loose_cache / "baselines.sqlite").execute("SELECT eager_ms FROM baselines")]
+    with contextlib.closing(sqlite3.connect(loose_cache / "baselines.sqlite")) as db:
+        stored = [row[0] for row in db.execute("SELECT eager_ms FROM baselines")]
     assert any(x == pytest.approx(20 * judge.first.eager_ms, rel=1e-6) for x in stored), stored
     assert loose.confinement["mechanism"] == "none" and "unconfined" in loose.confinement["warning"]
     assert_untouched(before, after)

@@ -193,14 +193,16 @@ class _Evaluation:
             # a kernel the candidate left running (started at import, on a side stream) could slow eager and
             # compile on the GPU or the host and so raise its speed-ups, and the slow baseline would be cached
             # for every later evaluation of the task.
-            self._warm_compile(module)
+            self.ref_state_dict = ref_info["state_dict"]  # the weights the candidate loads (a restart replaces them)
+            if not self._warm_compile(module):
+                return
             self._mark("compile")
             if not self._baselines_first(ref_info):
                 return
             self._mark("baselines")
             with self.lock.shared(busy=False):
                 cand_info = self._cand_step(lambda: self.cand.request(candidate_setup(
-                    self.task, self.solution, built, cfg, self.seed, init_inputs, ref_info["state_dict"],
+                    self.task, self.solution, built, cfg, self.seed, init_inputs, self.ref_state_dict,
                     self.cand), cfg.run_timeout_s))
             if cand_info is None:
                 return
@@ -301,7 +303,7 @@ class _Evaluation:
         self._t_mark = now
 
     def _gpu_phase(self, module) -> None:
-        """Trials, baselines, candidate timing, timed-output checks, re-checks, census. Every input set is
+        """Trials, candidate timing, timed-output checks, re-checks, census (the baselines came first). Every input set is
         drawn by the reference worker on the GPU from a seed chosen here and shared with the candidate's
         worker; outputs are judged in the reference worker: only scalars and small reports come back."""
         v, cfg = self.v, self.config
@@ -642,7 +644,7 @@ class _Evaluation:
         v.verdict = CORRECT
         return True
 
-    def _warm_compile(self, module) -> None:
+    def _warm_compile(self, module) -> bool:
         """Compile the reference with torch.compile before the GPU phase, when the baseline will be needed
         (compilation is CPU work and can take a minute). Its first run draws inputs and runs kernels on
         the GPU, so it holds the GPU lock shared: on a GPU that evaluations share (bench --per-gpu 2), it
@@ -655,6 +657,9 @@ class _Evaluation:
             # another evaluation of this task may be computing it: wait for it, then read it
             self.baseline_claim = self.store.claim(self.task.sha256, v.gpu, v.torch_version, cfg.precision)
             self.cached_baseline = self.store.get(self.task.sha256, v.gpu, v.torch_version, cfg.precision)
+            if self.cached_baseline is not None:  # the evaluation that held the claim stored it: let others read
+                self.baseline_claim.close()
+                self.baseline_claim = None
         if self.cached_baseline is None:
             with self.lock.shared(busy=False):
                 try:
@@ -662,10 +667,15 @@ class _Evaluation:
                     v.timing["compile_s"] = round(r["compile_s"], 2)
                 except (WorkerError, WorkerDied, WorkerTimeout) as e:
                     self.compile_error = (e.reply.get("message") if isinstance(e, WorkerError) else str(e))[:500]
-                    # the reference worker is gone with it: start a fresh one for the eager baseline
+                    # the reference worker is gone with it: start a fresh one for the eager baseline, whose
+                    # weights the candidate then loads (the old worker's shared ones went with it)
                     self.ref.cleanup()
                     self.ref = WorkerProcess(env=self.ref_env, label="reference")
-                    self.ref.request(self.ref_setup, cfg.baseline_timeout_s)
+                    info = self._ref_step(lambda: self.ref.request(self.ref_setup, cfg.baseline_timeout_s))
+                    if info is None:
+                        return False
+                    self.ref_state_dict = info["state_dict"]
+        return True
 
     def _rotation_seeds(self, set_bytes: int) -> list[int]:
         """The seeds of the timing loop's input sets (the same for the baselines and the candidate)."""
@@ -675,8 +685,9 @@ class _Evaluation:
 
     def _baselines_first(self, ref_info: dict) -> bool:
         """The copy bandwidth and the eager and compile baselines, where not cached, timed before the
-        candidate's worker has loaded any of its code (see run()), under the exclusive lock; the reference
-        times on the sets the candidate will be timed on, drawn for it now and freed before the trials."""
+        candidate's worker has loaded any of its code (see run()), under the exclusive lock. The reference
+        times on its own ring of the sets the candidate will be timed on (the same seeds; one set when the
+        task's size is unknown), shared with no one and freed before the trials."""
         v, cfg = self.v, self.config
         measure_bw = not rehearsal() and (not cfg.use_baseline_cache
                                           or self.store.get_bandwidth(v.gpu, v.torch_version) is None)
@@ -687,15 +698,16 @@ class _Evaluation:
                 return False
             if self.cached_baseline is not None:
                 return self._baselines()
-            fp = (ref_info.get("sizes") or {}).get("footprint") or {}
-            seeds = self._rotation_seeds(fp.get("input_bytes") or 1)
-            if self._ref_step(lambda: self.ref.request({"op": "rotation", "seeds": seeds}, cfg.run_timeout_s)) is None:
+            size = ((ref_info.get("sizes") or {}).get("footprint") or {}).get("input_bytes")
+            seeds = self._rotation_seeds(size) if size else [self.seed + 1000]  # size unknown: one set
+            # the reference's own ring only: nothing is shared with the candidate (which has not started)
+            if self._ref_step(lambda: self.ref.request({"op": "rotation", "seeds": seeds, "share": False},
+                                                       cfg.run_timeout_s)) is None:
                 return False
             if not self._baselines():
                 return False
-        return self._ref_step(lambda: self.ref.request(
-            {"op": "drop", "keys": [f"rotation {i}" for i in range(len(seeds))], "ring": True}, cfg.run_timeout_s)) \
-            is not None
+        return self._ref_step(lambda: self.ref.request({"op": "drop", "keys": [], "ring": True},
+                                                       cfg.run_timeout_s)) is not None
 
     def _baselines(self) -> bool:
         v, cfg = self.v, self.config

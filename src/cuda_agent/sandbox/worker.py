@@ -414,6 +414,8 @@ class Worker:
         shared copy of each for the candidate's ring."""
         sets = [draw(self.task_module, seed, TASK, self.device) for seed in msg["seeds"]]
         self.ring = InputRing(sets, self.device)
+        if not msg.get("share", True):  # the baselines' ring, timed before the candidate exists: nothing shared
+            return {"sets": [], "repeatable": self.repeatable}
         shared = []
         for i, (seed, values) in enumerate(zip(msg["seeds"], sets)):
             shared.append(self.exporter.share(f"rotation {i}", values))
@@ -442,6 +444,8 @@ class Worker:
             self.refs.pop(k, None)
         if msg.get("ring"):  # the baselines' ring, timed before the trials: its sets must not live through them
             self.ring = self.timing_state = None
+            if not _REHEARSAL:
+                torch.cuda.empty_cache()  # back to the driver, for the candidate's process
         return {}
 
     # -- candidate: runs on shared sets
