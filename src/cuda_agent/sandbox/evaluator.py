@@ -303,9 +303,10 @@ class _Evaluation:
         self._t_mark = now
 
     def _gpu_phase(self, module) -> None:
-        """Trials, candidate timing, timed-output checks, re-checks, census (the baselines came first). Every input set is
-        drawn by the reference worker on the GPU from a seed chosen here and shared with the candidate's
-        worker; outputs are judged in the reference worker: only scalars and small reports come back."""
+        """Trials, candidate timing, timed-output checks, re-checks, census (the baselines came first).
+        Every input set is drawn by the reference worker on the GPU from a seed chosen here and shared with
+        the candidate's worker; outputs are judged in the reference worker: only scalars and small reports
+        come back."""
         v, cfg = self.v, self.config
         plan = trial_inputs.trial_plan(cfg.num_trials)
         trials = [(f"trial {i} ({kind} inputs{', same buffers as before' if reuse else ''})", self.seed + 1 + i,
@@ -700,7 +701,7 @@ class _Evaluation:
                 return self._baselines()
             size = ((ref_info.get("sizes") or {}).get("footprint") or {}).get("input_bytes")
             seeds = self._rotation_seeds(size) if size else [self.seed + 1000]  # size unknown: one set
-            # the reference's own ring only: nothing is shared with the candidate (which has not started)
+            # the reference's own ring only: nothing is shared with the candidate (whose code is not loaded yet)
             if self._ref_step(lambda: self.ref.request({"op": "rotation", "seeds": seeds, "share": False},
                                                        cfg.run_timeout_s)) is None:
                 return False
