@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import queue
@@ -146,7 +147,6 @@ class Bench:
         self.solver: Solver | None = None
         self._build_locks: dict[str, threading.Lock] = {}  # identical sources build once
         self._build_locks_guard = threading.Lock()
-        self._cpu_split: tuple[list[frozenset[int]] | None] | None = None  # (the split,) once worked out
 
     # ------------------------------------------------------------------ plan
     def plan(self) -> tuple[list[Item], list[str]]:
@@ -240,18 +240,17 @@ class Bench:
         config.setdefault("invocations", []).append(
             {"argv": cfg.argv, "started": _now(), "host": socket.gethostname(), "gpus": self._gpu_names(),
              "levels": list(cfg.levels), "problems": list(cfg.problems) if cfg.problems else None,
-             "lane_cpus": [compact_cpus(c) for c in self._lane_cpus(len(self._selected_gpus())) or []] or None})
+             "lane_cpus": [compact_cpus(c) for c in self.lane_cpus or []] or None})
         run.write_config(config)
         self.db = ResultsDB(run.db_path)
         self.db.set_meta("format_version", FORMAT_VERSION)
 
-    def _lane_cpus(self, gpus: int) -> list[frozenset[int]] | None:
+    @functools.cached_property
+    def lane_cpus(self) -> list[frozenset[int]] | None:
         """Each GPU lane's CPUs, in lane order (None: they share every CPU); worked out once per run."""
         if not self.cfg.split_cpus or self.cfg.ray_address:
             return None
-        if self._cpu_split is None:
-            self._cpu_split = (split_cpus(gpus * self.cfg.per_gpu),)
-        return self._cpu_split[0]
+        return split_cpus(len(self._selected_gpus()) * self.cfg.per_gpu)
 
     def _gpu_names(self) -> list[str]:
         return [g.name for g in self._selected_gpus()]
@@ -291,7 +290,7 @@ class Bench:
             self.has_gpu_lanes = True
             threads.append(threading.Thread(target=self._ray_loop, args=(ray, gpu_q, cpu_q, results), daemon=True))
         else:
-            cpus = self._lane_cpus(len(gpus))
+            cpus = self.lane_cpus
             for g in gpus:
                 for k in range(cfg.per_gpu):
                     lanes.append(Lane(f"gpu{g.index}" + (f".{k}" if cfg.per_gpu > 1 else ""),

@@ -317,8 +317,7 @@ class _Evaluation:
         if not ok:
             return
         self._drop(["trial"])  # its buffers are not needed any more
-        set_bytes = self.set_bytes or 1
-        seeds = self._rotation_seeds(set_bytes)
+        seeds = self._rotation_seeds(self.set_bytes or 1)
         n_rot = len(seeds)
         rot = self._ref_gpu({"op": "rotation", "seeds": seeds})
         if rot is None:
@@ -681,7 +680,7 @@ class _Evaluation:
     def _rotation_seeds(self, set_bytes: int) -> list[int]:
         """The seeds of the timing loop's input sets (the same for the baselines and the candidate)."""
         cfg = self.config
-        n_rot = trial_inputs.rotation_sets(max(set_bytes, 1), cfg.rotate_bytes, cfg.num_recheck)
+        n_rot = trial_inputs.rotation_sets(set_bytes, cfg.rotate_bytes, cfg.num_recheck)
         return [self.seed + 1000 + i for i in range(n_rot)]
 
     def _baselines_first(self, ref_info: dict) -> bool:
@@ -689,11 +688,9 @@ class _Evaluation:
         candidate's worker has loaded any of its code (see run()), under the exclusive lock. The reference
         times on its own ring of the sets the candidate will be timed on (the same seeds; one set when the
         task's size is unknown), shared with no one and freed before the trials."""
-        v, cfg = self.v, self.config
-        measure_bw = not rehearsal() and (not cfg.use_baseline_cache
-                                          or self.store.get_bandwidth(v.gpu, v.torch_version) is None)
-        if self.cached_baseline is not None and not measure_bw:
-            return self._bandwidth() and self._baselines()  # both read from the cache: no lock to wait for
+        cfg = self.config
+        if self.cached_baseline is not None and self._bandwidth(measure=False):
+            return self._baselines()  # both read from the cache: no lock to wait for
         with self.lock.exclusive():
             if not self._bandwidth():
                 return False
@@ -746,9 +743,10 @@ class _Evaluation:
         v.baseline_s = round(time.perf_counter() - t0, 4)
         return True
 
-    def _bandwidth(self) -> bool:
+    def _bandwidth(self, measure: bool = True) -> bool:
         """The copy bandwidth of this GPU for the roofline bound: cached per GPU x torch like the
-        baselines, else measured by the reference worker (under the exclusive lock, like any timing)."""
+        baselines, else measured by the reference worker (under the exclusive lock, like any timing).
+        ``measure=False``: only what needs no measuring; False then says a measurement is due."""
         v, cfg = self.v, self.config
         if rehearsal():  # a CPU's copy says nothing about a GPU
             return True
@@ -756,6 +754,8 @@ class _Evaluation:
         if cached is not None:
             self.measured_gbs = cached
             return True
+        if not measure:
+            return False
         r = self._ref_step(lambda: self.ref.request({"op": "bandwidth"}, cfg.run_timeout_s))
         if r is None:
             return False
