@@ -40,7 +40,7 @@ def cache_dir(tmp_path_factory):
     return path
 
 
-CLOCKS = ("iters", "gpu_median_ms", "wall_median_ms", "gap_ms", "evaluator_ms_per_iter", "harness_overhead_ms",
+CLOCKS = ("iters", "gpu_median_ms", "wall_median_ms", "gap_ms", "gap_curve", "evaluator_ms_per_iter", "harness_overhead_ms",
           "control_overhead_ms", "retimed", "gpu_lock_s", "gpu_exclusive_s", "gpu_lock_setup_s")
 """The timing figures a GPU test prints with its verdict: a failed timing assertion then shows which clock
 moved (events, the worker's wall clock, the evaluator's) and by how much."""

@@ -320,6 +320,41 @@ def test_evaluator_clock_remeasures_the_harness_cost_before_distrusting_the_work
         assert v.ms > tm["gpu_median_ms"] + 1.0, (v.ms, tm)
 
 
+@pytest.mark.parametrize("hidden_ms", [0.0, 0.2], ids=["honest", "hidden work"])
+def test_clock_one_allows_the_honest_overhead_of_a_call_of_the_candidate_s_own_length(rehearse, monkeypatch,
+                                                                                   hidden_ms):
+    """The wall clock exceeds the events by more for a longer call (on an H100: 0.02 ms for a trivial add,
+    0.085 ms from 0.8 ms up). The check reads the worker's gap curve at the candidate's own length: an honest
+    call that exceeds its events by that much is not flagged (one figure from the trivial call flagged it, as
+    on the H100's sm_90a kernel), while 0.2 ms more than that is flagged and charged."""
+    from cuda_agent.sandbox import process
+
+    real_request, seen = process.WorkerProcess.request, []
+
+    def request(self, msg, timeout):
+        r = real_request(self, msg, timeout)
+        if msg["op"] == "time" and self.label == "candidate":
+            m = r["gpu_median_ms"]
+            assert r["gap_curve"] and all(len(p) == 2 for p in r["gap_curve"])  # measured by the worker itself
+            # a curve rising from 0.02 ms (a call a tenth this long) to 0.085 ms (this long and longer)
+            r["gap_curve"] = [[m / 10, 0.02], [m, 0.085], [10 * m, 0.085]]
+            r["wall_median_ms"] = m + 0.085 + 0.02 + hidden_ms
+            seen.append(r)
+        return r
+
+    monkeypatch.setattr(process.WorkerProcess, "request", request)
+    v = rehearse(HONEST)
+    assert v.verdict == "correct", (v.reasons, v.log)
+    tm = v.timing
+    assert seen and tm["gap_ms"] == pytest.approx(0.085) and tm["gap_curve"] == seen[-1]["gap_curve"], tm
+    if hidden_ms:
+        assert "timing_mismatch" in v.flags, (v.flags, tm)
+        assert v.ms == pytest.approx(tm["wall_median_ms"] - 0.085, abs=1e-6), (v.ms, tm)
+    else:
+        assert "timing_mismatch" not in v.flags, (v.flags, v.reasons, tm)
+        assert v.ms == pytest.approx(tm["gpu_median_ms"]), (v.ms, tm)
+
+
 def test_a_candidate_slowed_once_by_the_host_is_timed_again_and_both_attempts_outputs_are_checked(rehearse,
                                                                                                     monkeypatch):
     """Load that comes and goes (other evaluations, builds) slows one timing request of an honest

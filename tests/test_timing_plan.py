@@ -443,6 +443,46 @@ def test_the_harness_gap_is_the_median_of_wall_minus_gpu_over_50_flushed_calls_o
     assert calls[0][0]().device.type == "meta"  # its tensor lies on the device measured
 
 
+def test_the_gap_curve_times_spin_kernels_of_each_ladder_length_after_the_trivial_call(monkeypatch):
+    """On a GPU the honest overhead is measured at several lengths: a spin kernel (torch.cuda._sleep) of about
+    each ladder length, its cycles per ms taken from a probe call; wall - gpu rises with length here."""
+    cycles, real_empty = [], torch.empty
+    monkeypatch.setattr(timing, "rehearsal", lambda: False)
+    monkeypatch.setattr(timing.torch, "empty", lambda *a, **k: real_empty(1024))  # no CUDA on this machine
+    monkeypatch.setattr(timing.torch.cuda, "_sleep", lambda c: cycles.append(c), raising=False)
+
+    def time_once(fn, inputs, flush, after=None):
+        before = len(cycles)
+        fn()
+        gpu = cycles[-1] / 2e6 if len(cycles) > before else 0.01  # a 2 GHz clock; the add takes 10 us
+        return gpu, gpu + 0.02 + 0.065 * min(gpu / 0.8, 1.0)
+
+    monkeypatch.setattr(timing, "time_once", time_once)
+    curve = timing.gap_curve(torch.device("cuda"), None, n=10)
+    assert [round(g, 6) for g, _ in curve] == [0.01, 0.1, 0.3, 1.0, 3.0]
+    assert [d for _, d in curve] == pytest.approx([0.02 + 0.065 * min(g / 0.8, 1.0) for g, _ in curve])
+    assert cycles[:3] == [200_000] * 3 and cycles.count(2_000_000) == 5  # probes, then n // 2 per length
+    assert len(cycles) == 3 + 4 * 5
+    assert timing.gap_at(curve, 0.2) == pytest.approx((curve[1][1] + curve[2][1]) / 2)
+    # a rehearsal has the trivial call only
+    monkeypatch.setattr(timing, "rehearsal", lambda: True)
+    assert len(timing.gap_curve(torch.device("cuda"), None, n=10)) == 1
+
+
+@pytest.mark.parametrize("curve, gpu_ms, gap", [
+    ([[0.01, 0.02], [1.0, 0.08]], 0.505, 0.05),  # linear between points
+    ([[1.0, 0.08], [0.01, 0.02]], 0.001, 0.02),  # flat below the first (in any order)
+    ([[0.01, 0.02], [1.0, 0.08]], 50.0, 0.08),  # and beyond the last
+    ([[0.5, 0.03], [0.5, 0.05]], 0.5, 0.03),  # equal lengths: no division by zero
+    ("tampered", 1.0, 0.0),  # not a curve: no overhead allowed at all
+    ([[0.01, float("nan")]], 1.0, 0.0),
+    ([[0.01]], 1.0, 0.0),
+    ([], 1.0, 0.0),
+])
+def test_the_gap_at_a_length_is_read_off_the_curve_and_a_bad_curve_allows_nothing(curve, gpu_ms, gap):
+    assert timing.gap_at(curve, gpu_ms) == pytest.approx(gap)
+
+
 @pytest.mark.parametrize("props, l2", [
     (type("P", (), {"L2_cache_size": 60 << 20})(), 60 << 20),  # the GPU's own L2 size
     (type("P", (), {"L2_cache_size": 0})(), 50 << 20),  # not reported: 50 MiB (an H100's)

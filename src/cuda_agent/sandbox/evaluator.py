@@ -34,7 +34,7 @@ import torch
 from ..tasks import Task, TaskError, validate_task
 from . import confine, memory
 from . import inputs as trial_inputs
-from . import roofline
+from . import roofline, timing
 from .baselines import Baseline, BaselineStore
 from .build import BuildResult, build, stage_solution
 from .compare import Comparison, is_precision_downgrade
@@ -804,7 +804,9 @@ class _Evaluation:
             # must never overlap (benchmarks/bench_multi_gpu.py checks it across a whole run)
             self.v.timing.setdefault("timed_windows", []).append((round(start, 4), round(time.time(), 4)))
             r["warmup"] = prep.get("warmup")
-            return _Timed(r["gpu_median_ms"], r["gpu_median_ms"], r["wall_median_ms"], outer, r["n"], r["gap_ms"], r)
+            # the honest overhead of a call this long, on the curve the worker measured before any candidate code
+            gap = timing.gap_at(r.get("gap_curve"), r["gpu_median_ms"])
+            return _Timed(r["gpu_median_ms"], r["gpu_median_ms"], r["wall_median_ms"], outer, r["n"], gap, r)
 
         return wrap(go) if wrap else go()
 
@@ -868,6 +870,7 @@ class _Evaluation:
         v.ms = round(t.ms, 6)
         v.timing.update({"iters": t.n, "gpu_median_ms": t.gpu_median_ms, "wall_median_ms": t.wall_median_ms,
                          "evaluator_ms_per_iter": t.evaluator_ms_per_iter, "gap_ms": gap,
+                         "gap_curve": _short_list(t.reply.get("gap_curve")),
                          "harness_overhead_ms": overhead, "rotation_sets": len(rotation),
                          "warmup": t.reply.get("warmup")})
         return t
@@ -1087,6 +1090,11 @@ def killed_from_outside(worker: WorkerProcess | None) -> bool:
     except Exception:  # noqa: BLE001 - still running: it did not die of a signal
         return False
     return code == -signal.SIGKILL
+
+
+def _short_list(x, n: int = 8):
+    """A list from a worker's reply as it is, cut to ``n`` items (diagnostics; anything else is None)."""
+    return x[:n] if isinstance(x, list) else None
 
 
 def _log_tail(worker: WorkerProcess | None, n: int = 1500) -> str:

@@ -12,13 +12,14 @@ norm); the reference recomputes the same checksums on the same inputs, so a cand
 computes correctly only while it is checked, and not while it is timed, is caught.
 
 The events give the GPU figure; the host clock, which includes the device-wide
-synchronization, sees work hidden on side streams or threads. ``gap_ms`` (wall minus GPU
-for a trivial call, measured before any candidate code is imported) lets the evaluator tell
-an honest launch/sync overhead from hidden work.
+synchronization, sees work hidden on side streams or threads. ``gap_curve`` (wall minus GPU
+for a trivial call and for spin kernels of a few lengths, measured before any candidate code is
+imported) lets the evaluator tell an honest launch/sync overhead from hidden work.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 
@@ -198,14 +199,64 @@ def time_once(fn, inputs: list, flush: L2Flusher, after=None) -> tuple[float, fl
 
 
 def measure_gap(device: torch.device, flush: L2Flusher, n: int = 50) -> float:
-    """Median (wall - gpu) of a trivial one-kernel call: the honest harness overhead."""
+    """Median (wall - gpu) of a trivial one-kernel call: the honest harness overhead of a short call."""
     x = torch.empty(1024, device=device)
     fn = x.add_
-    samples = []
+    return _gap_point(lambda: fn(1.0), flush, n)[1]
+
+
+GAP_LADDER_MS = (0.1, 0.3, 1.0, 3.0)
+"""GPU lengths (ms) of the spin calls ``gap_curve`` measures the honest overhead at, besides the trivial call.
+The overhead grows with the call's length: on an H100 the host clock saw 0.02 ms more than the events for a
+10 us add, 0.06 ms for an honest 0.16 ms kernel and 0.085 ms from 0.8 ms up (the host's wait on the device
+ending later after a longer wait), so one figure from a trivial call flagged honest kernels of 0.1-1 ms."""
+
+
+def gap_curve(device: torch.device, flush: L2Flusher, n: int = 50,
+              ladder: tuple = GAP_LADDER_MS) -> list[list[float]]:
+    """The honest harness overhead against the call's length: ``[[gpu_ms, gap_ms], ...]`` ascending, the
+    medians of a trivial add (``measure_gap``) and, on a GPU, of spin kernels (``torch.cuda._sleep``) of
+    about each ``ladder`` length. A rehearsal, or a torch without ``_sleep``, has the trivial point only."""
+    x = torch.empty(1024, device=device)
+    add = x.add_
+    curve = [_gap_point(lambda: add(1.0), flush, n)]
+    sleep = getattr(torch.cuda, "_sleep", None)
+    if device.type != "cuda" or sleep is None or rehearsal():
+        return curve
+    probe = sorted(time_once(lambda: sleep(200_000), [], flush)[0] for _ in range(3))[1]
+    cycles_per_ms = 200_000 / max(probe, 1e-3)
+    for ms in ladder:
+        cycles = max(int(ms * cycles_per_ms), 1)
+        curve.append(_gap_point(lambda c=cycles: sleep(c), flush, max(n // 2, 5)))
+    return sorted(curve)
+
+
+def _gap_point(fn, flush: L2Flusher, n: int) -> list[float]:
+    """[median gpu ms, median (wall - gpu) ms] of ``n`` timed calls of ``fn``."""
+    gpu, gaps = [], []
     for _ in range(n):
-        g, w = time_once(lambda: fn(1.0), [], flush)
-        samples.append(w - g)
-    return _median(samples)
+        g, w = time_once(fn, [], flush)
+        gpu.append(g)
+        gaps.append(w - g)
+    return [_median(gpu), _median(gaps)]
+
+
+def gap_at(curve, gpu_ms: float) -> float:
+    """The honest overhead of a call of ``gpu_ms`` on ``curve`` (``gap_curve``): linear between its points,
+    flat beyond its ends. A curve that is not a list of finite number pairs (a tampered reply) counts as no
+    overhead at all, the strictest reading: it can only hurt the worker that sent it."""
+    try:
+        pts = sorted((float(g), float(d)) for g, d in curve)
+    except (TypeError, ValueError):
+        return 0.0
+    if not pts or not all(math.isfinite(g) and math.isfinite(d) for g, d in pts):
+        return 0.0
+    if gpu_ms <= pts[0][0]:
+        return pts[0][1]
+    for (g0, d0), (g1, d1) in zip(pts, pts[1:]):
+        if gpu_ms <= g1:
+            return d0 + (d1 - d0) * (gpu_ms - g0) / (g1 - g0) if g1 > g0 else d1
+    return pts[-1][1]
 
 
 MIN_TIMED_CALLS = 3

@@ -123,7 +123,7 @@ class Worker:
         self.timing_state = None
         self.snapshot = None
         self.prev_outputs = None
-        self.gap_ms = None
+        self.gap_curve = None
         self.flush = None
         self.task_module = None
         self.exporter: share.Exporter | None = None  # reference: the input sets it shares
@@ -212,9 +212,9 @@ class Worker:
         torch.empty(1, device=self.device)
         step("cuda")
         self.flush = L2Flusher(self.device)
-        self.gap_ms = timing.measure_gap(self.device, self.flush)
+        self.gap_curve = timing.gap_curve(self.device, self.flush)  # before any candidate code is imported
         step("gap")
-        info = {"gap_ms": self.gap_ms, "precision": precision_state(),
+        info = {"gap_curve": self.gap_curve, "precision": precision_state(),
                 "gpu": "CPU (rehearsal: timings mean nothing)" if _REHEARSAL else str(torch.cuda.get_device_name(self.device)),
                 "torch": str(torch.__version__),
                 "started": {**self.started, "warm_s": _WARM.get("s"), "warm_error": _WARM.get("error"), "steps_s": steps}}
@@ -509,7 +509,7 @@ class Worker:
         checksum = timing.OutputChecksum(seed, self.device) if seed is not None else None
         with torch.no_grad():
             res = timing.run_timed(fn, ring, self.flush, n_iters, checksum)
-        res["gap_ms"] = self.gap_ms
+        res["gap_curve"] = self.gap_curve
         res["integrity"] = self._integrity()
         return res
 
