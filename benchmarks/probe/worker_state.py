@@ -1,0 +1,118 @@
+"""Probe (GPU): does a task's eager time depend on what its process did or holds before it is timed?
+
+    python3 benchmarks/probe/worker_state.py TASK.py [TASK.py ...] [--out $OUT/worker_state.json]
+
+Why: in every calibration so far, KernelBench L1_33 (BatchNorm2d, training mode) came out at 1.077 and L1_78
+(ConvTranspose2d) at 1.23-1.28 on two machines: eager timed in the reference's worker is slower than the same
+Model timed in the candidate's. On L1_78 compile (17.45 ms) was as slow as eager (16.73) and the candidate 13.12.
+The reference's worker differs in two ways before eager is timed: it has run torch.compile on the model, and it
+holds more GPU memory (trial sets, its ring, the compiled graph's buffers). cuDNN picks an algorithm by what
+workspace it can get, so either could change the kernels that run.
+
+For each task, in one process, eager is timed (L2 flushed by a write of twice its size, CUDA events, median of
+``--calls``) and its kernels listed (torch.profiler, one call) in these states, in this order:
+  fresh; holding memory (free memory cut to ``--free-gib``); released; after torch.compile ran once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import sys
+
+import torch
+
+
+def load(path: str):
+    spec = importlib.util.spec_from_file_location("task", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def timed(fn, inputs, flush, n: int) -> float:
+    times = []
+    for _ in range(n):
+        flush.zero_()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        s.record()
+        fn(*inputs)
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+    return statistics.median(times)
+
+
+def kernels(fn, inputs) -> list[str]:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn(*inputs)
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return sorted(set(n[:120] for n in names))
+
+
+def state(name, fn, inputs, flush, n) -> dict:
+    free, total = torch.cuda.mem_get_info()
+    ms = timed(fn, inputs, flush, n)
+    row = {"state": name, "ms": round(ms, 4), "free_gib": round(free / 2**30, 1),
+           "reserved_gib": round(torch.cuda.memory_reserved() / 2**30, 1), "kernels": kernels(fn, inputs)}
+    print(f"  {name:10s} {ms:9.4f} ms  free {row['free_gib']:6.1f} GiB  kernels {row['kernels'][:3]}", flush=True)
+    return row
+
+
+def probe(path: str, free_gib: float, n: int) -> dict:
+    # the sandbox's default precision (fp32, worker.set_precision): no TF32 in cuBLAS or cuDNN
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    torch.manual_seed(0)
+    task = load(path)
+    model = task.Model(*task.get_init_inputs()).cuda()
+    with torch.device("cuda"):
+        inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20) or (50 << 20)
+    flush = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
+    print(path, flush=True)
+    rows = []
+    with torch.no_grad():
+        model(*inputs)
+        rows.append(state("fresh", model, inputs, flush, n))
+        free, _ = torch.cuda.mem_get_info()
+        hold = max(int(free - free_gib * 2**30), 0)
+        held = torch.empty(hold, dtype=torch.uint8, device="cuda") if hold else None
+        rows.append(state("holding", model, inputs, flush, n))
+        del held
+        torch.cuda.empty_cache()
+        rows.append(state("released", model, inputs, flush, n))
+        compiled = torch.compile(model)
+        compiled(*inputs)
+        torch.cuda.synchronize()
+        rows.append(state("compiled", compiled, inputs, flush, n))
+        rows.append(state("eager after", model, inputs, flush, n))
+    return {"task": path, "rows": rows}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("tasks", nargs="+")
+    ap.add_argument("--free-gib", type=float, default=4.0)
+    ap.add_argument("--calls", type=int, default=30)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    out = []
+    for path in args.tasks:
+        try:
+            out.append(probe(path, args.free_gib, args.calls))
+        except Exception as e:  # one task's failure is reported, the others still run
+            print(f"{path}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            out.append({"task": path, "error": f"{type(e).__name__}: {e}"[:500]})
+        torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "tasks": out}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
