@@ -29,7 +29,7 @@
 #              imports such an export on a fresh machine instead)
 #   placement - (~1 min) does the GEMM's flushed time depend on where its operands land? 3 processes
 #   worker-state - (~2 min, carry third_party/KernelBench) is eager slower after torch.compile ran, or with memory
-#              held, as in the reference's worker? KernelBench L1_33 and L1_78, the two tasks calibration always misses
+#              held, as in the reference's worker? KernelBench L1_33 and L1_78 (calibration always misses them), L3_36
 #   multigpu-fill, multigpu - (2+ GPUs, issue 8) bench over 52 problems: fill the caches, then one GPU vs all
 #              in one call (scaling, per-task agreement, no overlapping timings on a GPU)
 # Every stage writes its logs under $OUT (the device tool brings them back) as it goes.
@@ -200,6 +200,7 @@ case "$stage" in
   worker-state)
     L1=third_party/KernelBench/KernelBench/level1
     timeout 300 python3 benchmarks/probe/worker_state.py $L1/33_BatchNorm.py $L1/78_conv_transposed_2D_asymmetric_input_asymmetric_kernel___padded__.py \
+      third_party/KernelBench/KernelBench/level3/36_LSTMHn.py \
       --out "$OUT/worker_state.json" 2>&1 | tee "$OUT/worker_state.log" | tail -20 ;;
   placement)
     for i in 1 2 3; do timeout 150 python3 benchmarks/probe/placement.py --out "$OUT/placement_$i.json" \
