@@ -44,6 +44,7 @@ def rehearse(monkeypatch, tmp_path_factory):
         cfg.update(overrides)
         return evaluate(load_task(task), load_solution(solution), SandboxConfig(**cfg))
 
+    run.cache = cache
     return run
 
 
@@ -90,6 +91,20 @@ def test_a_failing_reference_is_a_harness_error_not_the_candidates(rehearse, tmp
     assert v.verdict == HARNESS_ERROR and v.reward is None, (what, v.verdict, v.reasons)
     assert "reference_error" in v.flags and "worker_killed" not in v.flags, v.flags
     assert any(reason in r for r in v.reasons), v.reasons
+
+
+def test_a_reference_that_dies_compiling_leaves_the_eager_baseline_and_the_candidate_whole(rehearse, started):
+    """torch.compile kills the reference's worker (before any of the candidate's code is loaded): the compile
+    baseline is missing, with its reason, and not a harness error; a fresh reference times eager, and the
+    candidate (here the task's own Model: a calibration) loads that worker's weights, not the dead one's."""
+    v = evaluate(load_task(TASKS / "compile_kills_reference.py"), None,
+                 SandboxConfig(cache_dir=rehearse.cache, rep_ms=20.0, warmup_ms=5.0, run_timeout_s=120.0,
+                               profile=False, calibrate=True, use_baseline_cache=False))
+    assert v.verdict == "correct" and v.reward is not None, (v.verdict, v.reasons, v.log)
+    assert v.compile_ms is None and v.eager_ms and v.speedup_vs_compile is None, (v.compile_ms, v.eager_ms)
+    assert any(r.startswith("torch.compile baseline unavailable") for r in v.reasons), v.reasons
+    assert [w.label for w in started].count("reference") == 2, [w.label for w in started]
+    assert not {"reference_error", "worker_killed", "harness_exception"} & set(v.flags), v.flags
 
 
 @pytest.mark.nvcc

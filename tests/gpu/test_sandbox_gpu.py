@@ -184,6 +184,14 @@ def test_calibration_reference_scores_one(cache_dir):
     assert 0.9 < v.speedup_vs_eager < 1.1
 
 
+def test_a_reference_that_dies_compiling_is_replaced_and_the_candidate_loads_the_new_ones_weights(cache_dir):
+    """torch.compile kills the reference's worker; a fresh one times eager and exports its weights, which the
+    candidate (the task's own Model) must load: the dead worker's CUDA IPC handles cannot be opened."""
+    v = run(cache_dir, TASKS / "compile_kills_reference.py", None, calibrate=True, use_baseline_cache=False)
+    assert v.verdict == "correct" and v.compile_ms is None and v.eager_ms, (v.verdict, v.reasons, v.log)
+    assert any(r.startswith("torch.compile baseline unavailable") for r in v.reasons), v.reasons
+
+
 @pytest.mark.timing
 def test_second_evaluation_reads_cached_baselines_and_build(cache_dir):
     run(cache_dir, TASKS / "row_sum.py", SOLUTIONS / "honest_row_sum")
