@@ -464,9 +464,12 @@ def test_the_gap_curve_times_spin_kernels_of_each_ladder_length_after_the_trivia
     assert cycles[:3] == [200_000] * 3 and cycles.count(2_000_000) == 5  # probes, then n // 2 per length
     assert len(cycles) == 3 + 4 * 5
     assert timing.gap_at(curve, 0.2) == pytest.approx((curve[1][1] + curve[2][1]) / 2)
+    # no lengths asked for (the reference's worker): the trivial call only, no spin kernel at all
+    del cycles[:]
+    assert len(timing.gap_curve(torch.device("cuda"), None, n=10, ladder=())) == 1 and not cycles
     # a rehearsal has the trivial call only
     monkeypatch.setattr(timing, "rehearsal", lambda: True)
-    assert len(timing.gap_curve(torch.device("cuda"), None, n=10)) == 1
+    assert len(timing.gap_curve(torch.device("cuda"), None, n=10)) == 1 and not cycles
 
 
 @pytest.mark.parametrize("curve, gpu_ms, gap", [

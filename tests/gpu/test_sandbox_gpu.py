@@ -7,7 +7,7 @@ that the dynamic defense behind each one holds on its own.
 
 import pytest
 
-from cuda_agent.sandbox import SandboxConfig, evaluate, load_solution
+from cuda_agent.sandbox import SandboxConfig, evaluate, load_solution, timing
 from cuda_agent.tasks import load_task
 
 from ..conftest import EXAMPLES, SOLUTIONS, TASKS, clocks
@@ -214,3 +214,7 @@ def test_honest_kernel_passes_the_timed_output_check(cache_dir):
     # each worker reports its own GPU's peak (the memory ledger's fit data and the reports read it)
     mem = v.timing["memory"]
     assert mem["reference_peak_gpu_mb"] > 0 and mem["candidate_peak_gpu_mb"] > 0, mem
+    # clock 1's allowance: the candidate's worker measured the harness gap at each spin length, in order
+    curve = v.timing["gap_curve"]
+    assert len(curve) == 1 + len(timing.GAP_LADDER_MS), curve
+    assert [g for g, _ in curve] == sorted(g for g, _ in curve) and curve[-1][0] > 2.0, curve

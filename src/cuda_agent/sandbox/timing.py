@@ -221,7 +221,7 @@ def gap_curve(device: torch.device, flush: L2Flusher, n: int = 50,
     add = x.add_
     curve = [_gap_point(lambda: add(1.0), flush, n)]
     sleep = getattr(torch.cuda, "_sleep", None)
-    if device.type != "cuda" or sleep is None or rehearsal():
+    if not ladder or device.type != "cuda" or sleep is None or rehearsal():
         return curve
     probe = sorted(time_once(lambda: sleep(200_000), [], flush)[0] for _ in range(3))[1]
     cycles_per_ms = 200_000 / max(probe, 1e-3)

@@ -212,7 +212,10 @@ class Worker:
         torch.empty(1, device=self.device)
         step("cuda")
         self.flush = L2Flusher(self.device)
-        self.gap_curve = timing.gap_curve(self.device, self.flush)  # before any candidate code is imported
+        # before any candidate code is imported; the lengths only where clock 1 reads them, the candidate's
+        # (its setup holds the GPU lock shared: spin kernels of up to 3 ms must not run beside another's timing)
+        self.gap_curve = timing.gap_curve(self.device, self.flush,
+                                          ladder=timing.GAP_LADDER_MS if self.role == "candidate" else ())
         step("gap")
         info = {"gap_curve": self.gap_curve, "precision": precision_state(),
                 "gpu": "CPU (rehearsal: timings mean nothing)" if _REHEARSAL else str(torch.cuda.get_device_name(self.device)),
