@@ -42,6 +42,7 @@ import json
 import math
 import os
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -364,7 +365,7 @@ def direct(args, work: Path, env: dict, modules: list[str], deselect: list[str])
     if not args.report_only:
         generate(work, env, args.children)
     status = results(work, env)
-    names = sorted(n for n in status if n.split(".")[2] in modules)
+    names = sorted(n for n in status if n.split(".")[2] in modules and re.search(args.only or "", n))
     if not names:
         print(f"no mutants of {modules} in {work}", file=sys.stderr)
         return 1
@@ -432,6 +433,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--diffs", type=Path, default=None, help="text: the diff of every survivor")
     ap.add_argument("--resume", action="store_true", help="keep --work as it is and go on where mutmut stopped; "
                     "src/ and tests/ are copied again, so tests written since are used (mutmut collects stats for new tests)")
+    ap.add_argument("--only", default=None, help="direct mode: only the mutants whose name matches this regular "
+                    "expression, e.g. 'gap_' for the functions of one change (the score is of those)")
     ap.add_argument("--rerun", type=Path, default=None, help="with --resume: check again only the mutants named in "
                     "this file (one a line, e.g. the survivors before new tests were written)")
     ap.add_argument("--tier", action="append", default=[], help="direct mode (see above): pytest arguments of one "
