@@ -27,6 +27,8 @@
 #   levels-cached - (issue 15) after roofline-levels on the same machine: level 1 calibrated again with every
 #              baseline cached, for the GPU-busy share without compiles; exports the baselines (LEVELS_BASELINES=F
 #              imports such an export on a fresh machine instead)
+#   clock-gap - (~1 min) wall - events of honest calls (spin, copies, elementwise, swish) in 6 fresh processes: does clock
+#              1's gap curve predict them? (benchmarks/probe/clock_gap.py)
 #   placement - (~1 min) does the GEMM's flushed time depend on where its operands land? 3 processes
 #   worker-state - (~2 min, carry third_party/KernelBench) is eager slower after torch.compile ran, or with memory
 #              held, as in the reference's worker? KernelBench L1_33 and L1_78 (calibration always misses them), L3_36
@@ -202,6 +204,8 @@ case "$stage" in
     timeout 300 python3 benchmarks/probe/worker_state.py $L1/33_BatchNorm.py $L1/78_conv_transposed_2D_asymmetric_input_asymmetric_kernel___padded__.py \
       third_party/KernelBench/KernelBench/level3/36_LSTMHn.py \
       --out "$OUT/worker_state.json" 2>&1 | tee "$OUT/worker_state.log" | tail -20 ;;
+  clock-gap)
+    timeout 400 python3 benchmarks/probe/clock_gap.py --processes 6 --out "$OUT/clock_gap.json" 2>&1 | tee "$OUT/clock_gap.log" | tail -8 ;;
   placement)
     for i in 1 2 3; do timeout 150 python3 benchmarks/probe/placement.py --out "$OUT/placement_$i.json" \
       2>&1 | tee "$OUT/placement_$i.log" | tail -1; done ;;

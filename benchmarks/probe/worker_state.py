@@ -11,7 +11,8 @@ workspace it can get, so either could change the kernels that run.
 
 For each task, in one process, eager is timed (L2 flushed by a write of twice its size, CUDA events, median of
 ``--calls``) and its kernels listed (torch.profiler, one call) in these states, in this order:
-  fresh; holding memory (free memory cut to ``--free-gib``); released; after torch.compile ran once.
+  fresh; holding memory (free memory cut to ``--free-gib``); released; holding; released; after torch.compile ran
+  once; eager again. (The first run, 2026-12-07 (5), held and released once only.)
 """
 
 from __future__ import annotations
@@ -79,13 +80,14 @@ def probe(path: str, free_gib: float, n: int) -> dict:
     with torch.no_grad():
         model(*inputs)
         rows.append(state("fresh", model, inputs, flush, n))
-        free, _ = torch.cuda.mem_get_info()
-        hold = max(int(free - free_gib * 2**30), 0)
-        held = torch.empty(hold, dtype=torch.uint8, device="cuda") if hold else None
-        rows.append(state("holding", model, inputs, flush, n))
-        del held
-        torch.cuda.empty_cache()
-        rows.append(state("released", model, inputs, flush, n))
+        for _ in range(2):  # twice, alternating: a state's effect, not the order's (the first run held second only)
+            free, _ = torch.cuda.mem_get_info()
+            hold = max(int(free - free_gib * 2**30), 0)
+            held = torch.empty(hold, dtype=torch.uint8, device="cuda") if hold else None
+            rows.append(state("holding", model, inputs, flush, n))
+            del held
+            torch.cuda.empty_cache()
+            rows.append(state("released", model, inputs, flush, n))
         compiled = torch.compile(model)
         compiled(*inputs)
         torch.cuda.synchronize()
