@@ -338,7 +338,7 @@ def test_clock_one_allows_the_honest_overhead_of_a_call_of_the_candidate_s_own_l
             assert r["gap_curve"] and all(len(p) == 2 for p in r["gap_curve"])  # measured by the worker itself
             # a curve rising from 0.02 ms (a call a tenth this long) to 0.085 ms (this long and longer)
             r["gap_curve"] = [[m / 10, 0.02], [m, 0.085], [10 * m, 0.085]]
-            r["wall_median_ms"] = m + 0.085 + 0.02 + hidden_ms
+            r["wall_median_ms"] = m + 0.085 + 0.02 + hidden_ms * (1 + m)  # over 10% of m however slow this CPU
             seen.append(r)
         return r
 

@@ -445,38 +445,57 @@ def test_the_harness_gap_is_the_median_of_wall_minus_gpu_over_50_flushed_calls_o
 
 def test_the_gap_curve_times_spin_kernels_of_each_ladder_length_after_the_trivial_call(monkeypatch):
     """On a GPU the honest overhead is measured at several lengths: a spin kernel (torch.cuda._sleep) of about
-    each ladder length, its cycles per ms taken from a probe call; wall - gpu rises with length here."""
-    cycles, real_empty = [], torch.empty
+    each ladder length, its cycles per ms the median of three probe spins; wall - gpu rises with length here.
+    Every call is timed with no inputs and the caller's L2 flush."""
+    cycles, calls, real_empty = [], [], torch.empty
     monkeypatch.setattr(timing, "rehearsal", lambda: False)
     monkeypatch.setattr(timing.torch, "empty", lambda *a, **k: real_empty(1024))  # no CUDA on this machine
     monkeypatch.setattr(timing.torch.cuda, "_sleep", lambda c: cycles.append(c), raising=False)
+    probes = iter([0.3, 0.1, 0.2])  # ms of the three 200k-cycle probes: the median, 0.2 ms, is a 1 GHz clock
 
     def time_once(fn, inputs, flush, after=None):
+        calls.append((inputs, flush, after))
         before = len(cycles)
         fn()
-        gpu = cycles[-1] / 2e6 if len(cycles) > before else 0.01  # a 2 GHz clock; the add takes 10 us
+        if len(cycles) > before and cycles[-1] == 200_000 and len(cycles) <= 3:
+            gpu = next(probes)
+        else:
+            gpu = cycles[-1] / 1e6 if len(cycles) > before else 0.01  # the add takes 10 us
         return gpu, gpu + 0.02 + 0.065 * min(gpu / 0.8, 1.0)
 
+    def flush():
+        return None
+
     monkeypatch.setattr(timing, "time_once", time_once)
-    curve = timing.gap_curve(torch.device("cuda"), None, n=10)
+    curve = timing.gap_curve(torch.device("cuda"), flush, n=10)
     assert [round(g, 6) for g, _ in curve] == [0.01, 0.1, 0.3, 1.0, 3.0]
     assert [d for _, d in curve] == pytest.approx([0.02 + 0.065 * min(g / 0.8, 1.0) for g, _ in curve])
-    assert cycles[:3] == [200_000] * 3 and cycles.count(2_000_000) == 5  # probes, then n // 2 per length
-    assert len(cycles) == 3 + 4 * 5
+    assert cycles[:3] == [200_000] * 3  # the probes, then n // 2 spins of each length
+    assert cycles[3:] == [100_000] * 5 + [300_000] * 5 + [1_000_000] * 5 + [3_000_000] * 5
+    assert len(calls) == 10 + 3 + 4 * 5 and all(c == ([], flush, None) for c in calls)
     assert timing.gap_at(curve, 0.2) == pytest.approx((curve[1][1] + curve[2][1]) / 2)
-    # no lengths asked for (the reference's worker): the trivial call only, no spin kernel at all
-    del cycles[:]
-    assert len(timing.gap_curve(torch.device("cuda"), None, n=10, ladder=())) == 1 and not cycles
-    # a rehearsal has the trivial call only
+    # the trivial point is measure_gap's: 10 adds
+    assert curve[0] == pytest.approx([0.01, 0.02 + 0.065 * 0.01 / 0.8])
+    # no lengths asked for (the reference's worker), a CPU device, a rehearsal, a torch without _sleep:
+    # the trivial call only, and no spin kernel at all
+    del cycles[:], calls[:]
+    assert len(timing.gap_curve(torch.device("cuda"), flush, n=10, ladder=())) == 1 and not cycles
+    assert len(timing.gap_curve(torch.device("cpu"), flush, n=10)) == 1 and not cycles
+    monkeypatch.delattr(timing.torch.cuda, "_sleep")
+    assert len(timing.gap_curve(torch.device("cuda"), flush, n=10)) == 1 and not cycles
+    monkeypatch.setattr(timing.torch.cuda, "_sleep", lambda c: cycles.append(c), raising=False)
     monkeypatch.setattr(timing, "rehearsal", lambda: True)
-    assert len(timing.gap_curve(torch.device("cuda"), None, n=10)) == 1 and not cycles
+    assert len(timing.gap_curve(torch.device("cuda"), flush, n=10)) == 1 and not cycles
+    assert len(calls) == 4 * 10
 
 
 @pytest.mark.parametrize("curve, gpu_ms, gap", [
     ([[0.01, 0.02], [1.0, 0.08]], 0.505, 0.05),  # linear between points
     ([[1.0, 0.08], [0.01, 0.02]], 0.001, 0.02),  # flat below the first (in any order)
     ([[0.01, 0.02], [1.0, 0.08]], 50.0, 0.08),  # and beyond the last
-    ([[0.5, 0.03], [0.5, 0.05]], 0.5, 0.03),  # equal lengths: no division by zero
+    ([[0.01, 0.02], [0.5, 0.03], [1.0, 0.08]], 0.75, 0.055),  # the segment the length falls in
+    ([[0.01, 0.02], [0.5, 0.03], [1.0, 0.08]], 9.0, 0.08),  # beyond the last of three
+    ([[0.01, 0.02], [0.5, 0.03], [1.0, 0.08]], float("nan"), 0.0),  # a length that is no number: nothing
     ("tampered", 1.0, 0.0),  # not a curve: no overhead allowed at all
     ([[0.01, float("nan")]], 1.0, 0.0),
     ([[0.01]], 1.0, 0.0),

@@ -23,6 +23,7 @@ import math
 import statistics
 import time
 
+import numpy as np
 import torch
 
 from .gpu import rehearsal
@@ -200,9 +201,13 @@ def time_once(fn, inputs: list, flush: L2Flusher, after=None) -> tuple[float, fl
 
 def measure_gap(device: torch.device, flush: L2Flusher, n: int = 50) -> float:
     """Median (wall - gpu) of a trivial one-kernel call: the honest harness overhead of a short call."""
+    return _trivial_point(device, flush, n)[1]
+
+
+def _trivial_point(device: torch.device, flush: L2Flusher, n: int) -> list[float]:
     x = torch.empty(1024, device=device)
     fn = x.add_
-    return _gap_point(lambda: fn(1.0), flush, n)[1]
+    return _gap_point(lambda: fn(1.0), flush, n)
 
 
 GAP_LADDER_MS = (0.1, 0.3, 1.0, 3.0)
@@ -217,12 +222,11 @@ def gap_curve(device: torch.device, flush: L2Flusher, n: int = 50,
     """The honest harness overhead against the call's length: ``[[gpu_ms, gap_ms], ...]`` ascending, the
     medians of a trivial add (``measure_gap``) and, on a GPU, of spin kernels (``torch.cuda._sleep``) of
     about each ``ladder`` length. A rehearsal, or a torch without ``_sleep``, has the trivial point only."""
-    x = torch.empty(1024, device=device)
-    add = x.add_
-    curve = [_gap_point(lambda: add(1.0), flush, n)]
+    curve = [_trivial_point(device, flush, n)]
     sleep = getattr(torch.cuda, "_sleep", None)
     if not ladder or device.type != "cuda" or sleep is None or rehearsal():
         return curve
+    # the GPU clock's cycles per ms, from the median of three 200k-cycle spins
     probe = sorted(time_once(lambda: sleep(200_000), [], flush)[0] for _ in range(3))[1]
     cycles_per_ms = 200_000 / max(probe, 1e-3)
     for ms in ladder:
@@ -243,20 +247,16 @@ def _gap_point(fn, flush: L2Flusher, n: int) -> list[float]:
 
 def gap_at(curve, gpu_ms: float) -> float:
     """The honest overhead of a call of ``gpu_ms`` on ``curve`` (``gap_curve``): linear between its points,
-    flat beyond its ends. A curve that is not a list of finite number pairs (a tampered reply) counts as no
-    overhead at all, the strictest reading: it can only hurt the worker that sent it."""
+    flat beyond its ends (``numpy.interp``). A curve that is not a list of finite number pairs (a tampered reply)
+    counts as no overhead at all, the strictest reading: it can only hurt the worker that sent it."""
     try:
         pts = sorted((float(g), float(d)) for g, d in curve)
     except (TypeError, ValueError):
         return 0.0
     if not pts or not all(math.isfinite(g) and math.isfinite(d) for g, d in pts):
         return 0.0
-    if gpu_ms <= pts[0][0]:
-        return pts[0][1]
-    for (g0, d0), (g1, d1) in zip(pts, pts[1:]):
-        if gpu_ms <= g1:
-            return d0 + (d1 - d0) * (gpu_ms - g0) / (g1 - g0) if g1 > g0 else d1
-    return pts[-1][1]
+    gap = float(np.interp(gpu_ms, [g for g, _ in pts], [d for _, d in pts]))
+    return gap if math.isfinite(gap) else 0.0
 
 
 MIN_TIMED_CALLS = 3
