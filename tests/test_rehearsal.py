@@ -346,7 +346,8 @@ def test_clock_one_allows_the_honest_overhead_of_a_call_of_the_candidate_s_own_l
     v = rehearse(HONEST)
     assert v.verdict == "correct", (v.reasons, v.log)
     tm = v.timing
-    assert seen and tm["gap_ms"] == pytest.approx(0.085) and tm["gap_curve"] == seen[-1]["gap_curve"], tm
+    # (a loaded host can bring a second attempt about: the attempt kept is either)
+    assert seen and tm["gap_ms"] == pytest.approx(0.085) and tm["gap_curve"] in [r["gap_curve"] for r in seen], tm
     if hidden_ms:
         assert "timing_mismatch" in v.flags, (v.flags, tm)
         assert v.ms == pytest.approx(tm["wall_median_ms"] - 0.085, abs=1e-6), (v.ms, tm)
