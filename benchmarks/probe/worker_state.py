@@ -55,12 +55,24 @@ def kernels(fn, inputs) -> list[str]:
     return sorted(set(n[:120] for n in names))
 
 
+def sm_clock_mhz() -> int | None:
+    """The SM clock now (pynvml, through torch), to tell a clock or thermal change from a memory-state one."""
+    try:
+        return int(torch.cuda.clock_rate())
+    except Exception:  # noqa: BLE001 - no pynvml here
+        return None
+
+
 def state(name, fn, inputs, flush, n) -> dict:
     free, total = torch.cuda.mem_get_info()
+    timed(fn, inputs, flush, max(n // 3, 3))  # warm-up in this state (the first timing otherwise carries clock ramp-up)
+    clock_before = sm_clock_mhz()
     ms = timed(fn, inputs, flush, n)
-    row = {"state": name, "ms": round(ms, 4), "free_gib": round(free / 2**30, 1),
+    row = {"state": name, "ms": round(ms, 4), "sm_mhz": [clock_before, sm_clock_mhz()],
+           "free_gib": round(free / 2**30, 1),
            "reserved_gib": round(torch.cuda.memory_reserved() / 2**30, 1), "kernels": kernels(fn, inputs)}
-    print(f"  {name:10s} {ms:9.4f} ms  free {row['free_gib']:6.1f} GiB  kernels {row['kernels'][:3]}", flush=True)
+    print(f"  {name:10s} {ms:9.4f} ms  SM MHz {row['sm_mhz']}  free {row['free_gib']:6.1f} GiB  kernels "
+          f"{row['kernels'][:3]}", flush=True)
     return row
 
 
