@@ -108,6 +108,13 @@ def test_honest_solution_is_correct_and_every_timed_output_is_checked(rehearse):
     assert list(v.timing["phases_s"]) == ["build", "reference_setup", "compile", "baselines", "candidate_setup",
                                           "gpu_phase"]
     assert v.timing["warmup"]["warmup_calls"] > 0
+    # each worker's peak resident set at the end of each phase, from the phase its setup answered in, never falling
+    by_phase = v.timing["peak_rss_by_phase_mb"]
+    assert list(by_phase) == ["reference_setup", "compile", "baselines", "candidate_setup", "gpu_phase"], by_phase
+    for role in ("reference", "candidate"):
+        peaks = [by_phase[p][role] for p in by_phase if role in by_phase[p]]
+        assert peaks == sorted(peaks) and peaks[0] > 100, (role, by_phase)
+    assert by_phase["candidate_setup"]["candidate"] >= by_phase["baselines"].get("candidate", 0), by_phase
     # memory figures: every process's peak host RSS (a torch process holds > 100 MiB), the task's footprint
     mem = v.timing["memory"]
     assert all(mem[f"{p}_peak_rss_mb"] > 100 for p in ("evaluator", "reference", "candidate")), mem

@@ -301,6 +301,11 @@ class _Evaluation:
         now = time.perf_counter()
         self.v.timing.setdefault("phases_s", {})[phase] = round(now - self._t_mark, 3)
         self._t_mark = now
+        # each worker's peak resident set so far, from its latest reply: which phase raised a host peak
+        rss = {role: w.memory.get("peak_rss_mb") for role, w in (("reference", self.ref), ("candidate", self.cand))
+               if w is not None and w.memory}
+        if rss:
+            self.v.timing.setdefault("peak_rss_by_phase_mb", {})[phase] = rss
 
     def _gpu_phase(self, module) -> None:
         """Trials, candidate timing, timed-output checks, re-checks, census (the baselines came first).
