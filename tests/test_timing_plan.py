@@ -467,15 +467,21 @@ def test_the_gap_curve_times_spin_kernels_of_each_ladder_length_after_the_trivia
         return None
 
     monkeypatch.setattr(timing, "time_once", time_once)
-    curve = timing.gap_curve(torch.device("cuda"), flush, n=10)
+    curve = timing.gap_curve(torch.device("cuda"), flush, n=20)
     assert [round(g, 6) for g, _ in curve] == [0.01, 0.1, 0.3, 1.0, 3.0]
     assert [d for _, d in curve] == pytest.approx([0.02 + 0.065 * min(g / 0.8, 1.0) for g, _ in curve])
     assert cycles[:3] == [200_000] * 3  # the probes, then n // 2 spins of each length
-    assert cycles[3:] == [100_000] * 5 + [300_000] * 5 + [1_000_000] * 5 + [3_000_000] * 5
-    assert len(calls) == 10 + 3 + 4 * 5 and all(c == ([], flush, None) for c in calls)
+    assert cycles[3:] == [100_000] * 10 + [300_000] * 10 + [1_000_000] * 10 + [3_000_000] * 10
+    assert len(calls) == 20 + 3 + 4 * 10 and all(c == ([], flush, None) for c in calls)
     assert timing.gap_at(curve, 0.2) == pytest.approx((curve[1][1] + curve[2][1]) / 2)
-    # the trivial point is measure_gap's: 10 adds
+    # the trivial point is measure_gap's: n adds
     assert curve[0] == pytest.approx([0.01, 0.02 + 0.065 * 0.01 / 0.8])
+    # by default: 50 adds, the 3 probes, 25 spins of each length
+    del cycles[:], calls[:]
+    probes = iter([0.3, 0.1, 0.2])
+    timing.gap_curve(torch.device("cuda"), flush)
+    assert len(calls) == 50 + 3 + 4 * 25 and cycles[3:] == [100_000] * 25 + [300_000] * 25 + [1_000_000] * 25 + \
+        [3_000_000] * 25
     # no lengths asked for (the reference's worker), a CPU device, a rehearsal, a torch without _sleep:
     # the trivial call only, and no spin kernel at all
     del cycles[:], calls[:]
