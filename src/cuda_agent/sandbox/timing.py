@@ -212,9 +212,10 @@ def _trivial_point(device: torch.device, flush: L2Flusher, n: int) -> list[float
 
 GAP_LADDER_MS = (0.1, 0.3, 1.0, 3.0)
 """GPU lengths (ms) of the spin calls ``gap_curve`` measures the honest overhead at, besides the trivial call.
-The overhead grows with the call's length: on an H100 the host clock saw 0.02 ms more than the events for a
-10 us add, 0.06 ms for an honest 0.16 ms kernel and 0.085 ms from 0.8 ms up (the host's wait on the device
-ending later after a longer wait), so one figure from a trivial call flagged honest kernels of 0.1-1 ms."""
+The overhead grows with the call's length: on an H100 the host clock saw 0.014-0.027 ms more than the events for
+a 10 us add and 0.021-0.065 ms for a 2.7 ms spin (RESULTS.md, 2026-12-07 (5)), and honest kernels of 0.15-0.2 ms
+0.035-0.06 ms, so one figure from the trivial call flagged honest kernels of 0.1-1 ms (the sm_90a test). A
+memory-bound kernel in a slow placement can still exceed the spin kernels' figure (not modelled yet)."""
 
 
 def gap_curve(device: torch.device, flush: L2Flusher, n: int = 50,
