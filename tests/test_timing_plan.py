@@ -504,6 +504,7 @@ def test_the_gap_curve_times_spin_kernels_of_each_ladder_length_after_the_trivia
     ([[0.01, 0.02], [0.5, 0.03], [1.0, 0.08]], float("nan"), 0.0),  # a length that is no number: nothing
     ("tampered", 1.0, 0.0),  # not a curve: no overhead allowed at all
     ([[0.01, float("nan")]], 1.0, 0.0),
+    ([[float("nan"), 0.02], [1.0, 0.08]], 2.0, 0.0),  # a length that is no number, in any point
     ([[0.01]], 1.0, 0.0),
     ([], 1.0, 0.0),
 ])

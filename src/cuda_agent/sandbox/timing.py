@@ -231,8 +231,7 @@ def gap_curve(device: torch.device, flush: L2Flusher, n: int = 50,
     probe = sorted(time_once(lambda: sleep(200_000), [], flush)[0] for _ in range(3))[1]
     cycles_per_ms = 200_000 / max(probe, 1e-3)
     for ms in ladder:
-        cycles = max(int(ms * cycles_per_ms), 1)
-        curve.append(_gap_point(lambda c=cycles: sleep(c), flush, max(n // 2, 5)))
+        curve.append(_gap_point(lambda c=int(ms * cycles_per_ms): sleep(c), flush, max(n // 2, 5)))
     return sorted(curve)
 
 
