@@ -447,9 +447,10 @@ def test_the_gap_curve_times_spin_kernels_of_each_ladder_length_after_the_trivia
     """On a GPU the honest overhead is measured at several lengths: a spin kernel (torch.cuda._sleep) of about
     each ladder length, its cycles per ms the median of three probe spins; wall - gpu rises with length here.
     Every call is timed with no inputs and the caller's L2 flush."""
-    cycles, calls, real_empty = [], [], torch.empty
+    cycles, calls, devices, real_empty = [], [], [], torch.empty
     monkeypatch.setattr(timing, "rehearsal", lambda: False)
-    monkeypatch.setattr(timing.torch, "empty", lambda *a, **k: real_empty(1024))  # no CUDA on this machine
+    # no CUDA on this machine: the trivial call's tensor is made on the CPU, the device it was asked on kept
+    monkeypatch.setattr(timing.torch, "empty", lambda *a, **k: (devices.append(k.get("device")), real_empty(1024))[1])
     monkeypatch.setattr(timing.torch.cuda, "_sleep", lambda c: cycles.append(c), raising=False)
     probes = iter([0.3, 0.1, 0.2])  # ms of the three 200k-cycle probes: the median, 0.2 ms, is a 1 GHz clock
 
@@ -474,8 +475,13 @@ def test_the_gap_curve_times_spin_kernels_of_each_ladder_length_after_the_trivia
     assert cycles[3:] == [100_000] * 10 + [300_000] * 10 + [1_000_000] * 10 + [3_000_000] * 10
     assert len(calls) == 20 + 3 + 4 * 10 and all(c == ([], flush, None) for c in calls)
     assert timing.gap_at(curve, 0.2) == pytest.approx((curve[1][1] + curve[2][1]) / 2)
-    # the trivial point is measure_gap's: n adds
-    assert curve[0] == pytest.approx([0.01, 0.02 + 0.065 * 0.01 / 0.8])
+    # the trivial point is measure_gap's: n adds, on the device measured
+    assert curve[0] == pytest.approx([0.01, 0.02 + 0.065 * 0.01 / 0.8]) and devices == [torch.device("cuda")]
+    # at least 5 spins a length, however small n
+    del cycles[:]
+    probes = iter([0.3, 0.1, 0.2])
+    timing.gap_curve(torch.device("cuda"), flush, n=4)
+    assert cycles[3:] == [100_000] * 5 + [300_000] * 5 + [1_000_000] * 5 + [3_000_000] * 5
     # by default: 50 adds, the 3 probes, 25 spins of each length
     del cycles[:], calls[:]
     probes = iter([0.3, 0.1, 0.2])
