@@ -453,6 +453,8 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work.resolve()
     if work == Path("/tmp") or Path("/tmp") in work.parents:
         ap.error("--work must lie outside /tmp (confined test processes get an empty /tmp of their own)")
+    if args.only and not args.tier:
+        ap.error("--only selects mutants in direct mode only: give --tier too")
     if args.report_only and not (args.resume and args.tier and (work / "mutants").exists()):
         ap.error("--report-only needs --resume, --tier and a --work that holds a run")
     if args.tier and not args.resume and (work / "direct.jsonl").exists():
@@ -472,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     (work / "mutants" / "src").mkdir(parents=True, exist_ok=True)
     if args.tier:
         return direct(args, work, env, modules, deselect)
+
     t0 = time.time()
     names = args.rerun.read_text().split() if args.rerun else []
     proc = subprocess.Popen([*MUTMUT, "run", "--max-children", str(args.children), *names], cwd=work, env=env,

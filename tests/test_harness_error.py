@@ -96,7 +96,9 @@ def test_a_failing_reference_is_a_harness_error_not_the_candidates(rehearse, tmp
 def test_a_reference_that_dies_compiling_leaves_the_eager_baseline_and_the_candidate_whole(rehearse, started):
     """torch.compile kills the reference's worker (before any of the candidate's code is loaded): the compile
     baseline is missing, with its reason, and not a harness error; a fresh reference times eager, and the
-    candidate (here the task's own Model: a calibration) loads that worker's weights, not the dead one's."""
+    candidate (here the task's own Model: a calibration) is correct against it. (That it loads the fresh worker's
+    weights, not the dead one's, shows on a GPU only: here weights travel by value, and the seed makes them equal.
+    tests/gpu/test_sandbox_gpu.py has that case.)"""
     v = evaluate(load_task(TASKS / "compile_kills_reference.py"), None,
                  SandboxConfig(cache_dir=rehearse.cache, rep_ms=20.0, warmup_ms=5.0, run_timeout_s=120.0,
                                profile=False, calibrate=True, use_baseline_cache=False))

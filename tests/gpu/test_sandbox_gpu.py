@@ -217,4 +217,4 @@ def test_honest_kernel_passes_the_timed_output_check(cache_dir):
     # clock 1's allowance: the candidate's worker measured the harness gap at each spin length, in order
     curve = v.timing["gap_curve"]
     assert len(curve) == 1 + len(timing.GAP_LADDER_MS), curve
-    assert [g for g, _ in curve] == sorted(g for g, _ in curve) and curve[-1][0] > 2.0, curve
+    assert curve[0][0] < 0.1 and curve[-1][0] > 2.0, curve  # a trivial call, and spins up to about 3 ms

@@ -114,6 +114,8 @@ class _Evaluation:
     def __init__(self, task: Task, solution: Solution, config: SandboxConfig, verdict: Verdict):
         self.task, self.solution, self.config, self.v = task, solution, config, verdict
         self.ref: WorkerProcess | None = None
+        self.ref_gap_ms = 0.0
+        """The reference worker's gap on a trivial call: what the candidate's gap curve is bounded by."""
         self.cand: WorkerProcess | None = None
         self.seed = config.seed if config.seed is not None else secrets.randbits(30)
         self.baseline_claim = None
@@ -168,6 +170,7 @@ class _Evaluation:
             if ref_info is None:
                 return
             v.gpu, v.torch_version = ref_info["gpu"], ref_info["torch"]
+            self.ref_gap_ms = timing.gap_at(ref_info.get("gap_curve"), 0.0)  # the trusted trivial-call gap
             self._started("reference", self.ref, ref_info)
             # the weights reach the candidate on the GPU; its ModelNew is built on the host first, as in KernelBench
             self.param_bytes = ref_info.get("param_bytes") or 0
@@ -304,6 +307,8 @@ class _Evaluation:
         # each worker's peak resident set so far, from its latest reply: which phase raised a host peak
         rss = {role: w.memory.get("peak_rss_mb") for role, w in (("reference", self.ref), ("candidate", self.cand))
                if w is not None and w.memory}
+        rss = {role: round(float(x), 1) for role, x in rss.items()  # the candidate's is its own word: numbers only
+               if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and abs(x) < 1e12}
         if rss:
             self.v.timing.setdefault("peak_rss_by_phase_mb", {})[phase] = rss
 
@@ -804,13 +809,18 @@ class _Evaluation:
                            cfg.baseline_timeout_s if worker is self.ref else cfg.run_timeout_s)
             t0, start = time.perf_counter(), time.time()
             r = worker.request({"op": "time", **(extra or {})}, cfg.run_timeout_s)
+            if worker is self.cand and not _timing_figures_ok(r):
+                raise BadReply("the candidate's worker sent timing figures that are not finite numbers",
+                               _log_tail(worker))
             outer = (time.perf_counter() - t0) * 1e3 / r["n"]
             # when, on the epoch clock, this GPU was being timed: windows of evaluations on one GPU
             # must never overlap (benchmarks/bench_multi_gpu.py checks it across a whole run)
             self.v.timing.setdefault("timed_windows", []).append((round(start, 4), round(time.time(), 4)))
             r["warmup"] = prep.get("warmup")
-            # the honest overhead of a call this long, on the curve the worker measured before any candidate code
-            gap = timing.gap_at(r.get("gap_curve"), r["gpu_median_ms"])
+            # the honest overhead of a call this long, on the curve the worker measured before any candidate code;
+            # the candidate's at most GAP_SLACK_MS over the reference's trivial call (its curve is its own word)
+            gap = timing.gap_at(r.get("gap_curve"), r["gpu_median_ms"],
+                                cap=self.ref_gap_ms + timing.GAP_SLACK_MS if worker is self.cand else None)
             return _Timed(r["gpu_median_ms"], r["gpu_median_ms"], r["wall_median_ms"], outer, r["n"], gap, r)
 
         return wrap(go) if wrap else go()
@@ -821,7 +831,6 @@ class _Evaluation:
         t = self._candidate_attempt(rotation)
         if t is None:
             return None
-        gap = t.gap_ms  # measured in this worker before the candidate was imported
         # Clock 2: the evaluator's own clock around the whole timing request, less the harness's own
         # per-call cost (L2 flush, input rotation, checksums) measured on the reference.
         overhead = self.baseline.overhead_ms
@@ -861,7 +870,9 @@ class _Evaluation:
                 again.earlier, t, excess = t.earlier + [t.reply], again, excess_again
             else:
                 t.earlier.append(again.reply)
-        # Clock 1 (of the attempt kept): inside the worker, host wall time (device-wide sync) vs CUDA events.
+        # Clock 1 (of the attempt kept): inside the worker, host wall time (device-wide sync) vs CUDA events,
+        # less the honest overhead of a call this long (its curve measured before the candidate was imported)
+        gap = t.gap_ms
         inner_excess = t.wall_median_ms - t.gpu_median_ms - gap
         if inner_excess > max(0.03, 0.10 * t.gpu_median_ms):
             v.flag("timing_mismatch")
@@ -875,7 +886,7 @@ class _Evaluation:
         v.ms = round(t.ms, 6)
         v.timing.update({"iters": t.n, "gpu_median_ms": t.gpu_median_ms, "wall_median_ms": t.wall_median_ms,
                          "evaluator_ms_per_iter": t.evaluator_ms_per_iter, "gap_ms": gap,
-                         "gap_curve": _short_list(t.reply.get("gap_curve")),
+                         "gap_curve": timing.valid_curve(t.reply.get("gap_curve")),
                          "harness_overhead_ms": overhead, "rotation_sets": len(rotation),
                          "warmup": t.reply.get("warmup")})
         return t
@@ -1097,9 +1108,14 @@ def killed_from_outside(worker: WorkerProcess | None) -> bool:
     return code == -signal.SIGKILL
 
 
-def _short_list(x, n: int = 8):
-    """A list from a worker's reply as it is, cut to ``n`` items (diagnostics; anything else is None)."""
-    return x[:n] if isinstance(x, list) else None
+def _timing_figures_ok(r: dict) -> bool:
+    """A timing reply's figures are what the harness sends: finite real medians and a positive call count."""
+    def real(x):
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and abs(x) < 1e12 and math.isfinite(x)
+
+    n = r.get("n")
+    return (real(r.get("gpu_median_ms")) and real(r.get("wall_median_ms")) and isinstance(n, int)
+            and not isinstance(n, bool) and 0 < n < 10**9)
 
 
 def _log_tail(worker: WorkerProcess | None, n: int = 1500) -> str:

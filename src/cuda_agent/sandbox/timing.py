@@ -212,9 +212,9 @@ def _trivial_point(device: torch.device, flush: L2Flusher, n: int) -> list[float
 
 GAP_LADDER_MS = (0.1, 0.3, 1.0, 3.0)
 """GPU lengths (ms) of the spin calls ``gap_curve`` measures the honest overhead at, besides the trivial call.
-The overhead grows with the call's length: on an H100 the host clock saw 0.014-0.027 ms more than the events for
-a 10 us add and 0.021-0.065 ms for a 2.7 ms spin (RESULTS.md, 2026-12-07 (5)), and honest kernels of 0.15-0.2 ms
-0.035-0.06 ms, so one figure from the trivial call flagged honest kernels of 0.1-1 ms (the sm_90a test). A
+The overhead grows with the call's length: on an H100 the host clock saw 0.015-0.027 ms more than the events for
+a 20-30 us add and 0.021-0.065 ms for a 2.4-2.8 ms spin (RESULTS.md, 2026-12-07 (5)), and honest kernels of
+0.15-0.2 ms 0.035-0.06 ms, so one figure from the trivial call flagged honest kernels of 0.1-1 ms (the sm_90a test). A
 memory-bound kernel in a slow placement can still exceed the spin kernels' figure (not modelled yet)."""
 
 
@@ -245,18 +245,51 @@ def _gap_point(fn, flush: L2Flusher, n: int) -> list[float]:
     return [_median(gpu), _median(gaps)]
 
 
-def gap_at(curve, gpu_ms: float) -> float:
+GAP_SLACK_MS = 0.1
+"""The most a candidate's honest overhead (read off its own gap curve) may exceed the reference worker's gap on a
+trivial call by. On an H100 the excess was at most 0.045 ms (a 2.7 ms spin) and 0.034 ms (a memory-bound kernel's
+slow mode; RESULTS.md, 2026-12-07 (5)): this is about twice that. It bounds what a candidate gains by rewriting
+its curve, which its worker reports after the candidate's code is loaded."""
+
+GAP_CURVE_MAX_POINTS = 16
+"""The most points a gap curve may have (the trivial call and GAP_LADDER_MS: 5)."""
+
+
+def valid_curve(curve) -> list[list[float]] | None:
+    """``curve`` as the harness sends it, a list of at most GAP_CURVE_MAX_POINTS [length, gap] pairs of finite
+    real numbers (no bools), as floats; anything else (a tampered reply) is None."""
+    if not isinstance(curve, list) or not 0 < len(curve) <= GAP_CURVE_MAX_POINTS:
+        return None
+    out = []
+    for p in curve:
+        if not isinstance(p, (list, tuple)) or len(p) != 2:
+            return None
+        try:
+            pair = [float(x) for x in p if isinstance(x, (int, float)) and not isinstance(x, bool)]
+        except OverflowError:  # an int too large for a float
+            return None
+        if len(pair) != 2 or not all(math.isfinite(x) for x in pair):
+            return None
+        out.append(pair)
+    return out
+
+
+def gap_at(curve, gpu_ms: float, cap: float | None = None) -> float:
     """The honest overhead of a call of ``gpu_ms`` on ``curve`` (``gap_curve``): linear between its points,
-    flat beyond its ends (``numpy.interp``). A curve that is not a list of finite number pairs (a tampered reply)
-    counts as no overhead at all, the strictest reading: it can only hurt the worker that sent it."""
+    flat beyond its ends (``numpy.interp``), and at most ``cap``. A curve that is not ``valid_curve`` (a
+    tampered reply), or a length that is no finite number, allows no overhead at all: the strictest reading,
+    which can only hurt the worker that sent it."""
+    pts = valid_curve(curve)
+    if pts is None or not isinstance(gpu_ms, (int, float)) or isinstance(gpu_ms, bool):
+        return 0.0
+    pts.sort()
     try:
-        pts = sorted((float(g), float(d)) for g, d in curve)
-    except (TypeError, ValueError):
+        gap = float(np.interp(float(gpu_ms), [g for g, _ in pts], [d for _, d in pts]))
+    except OverflowError:
         return 0.0
-    if not pts or not all(math.isfinite(g) and math.isfinite(d) for g, d in pts):
+    if not math.isfinite(gap):
         return 0.0
-    gap = float(np.interp(gpu_ms, [g for g, _ in pts], [d for _, d in pts]))
-    return gap if math.isfinite(gap) else 0.0
+    return gap if cap is None else min(gap, cap)
 
 
 MIN_TIMED_CALLS = 3
