@@ -517,6 +517,7 @@ def test_the_gap_curve_times_spin_kernels_of_each_ladder_length_after_the_trivia
     ([[0.01, 10**400]], 1.0, 0.0),  # an int past any float
     ([[0.01, 0.02]] * 17, 1.0, 0.0),  # more points than the harness sends
     ([[0.01 * (i + 1), 0.02] for i in range(16)], 1.0, 0.02),  # as many as it may
+    ([[0.02, 0.03]], 2.0, 0.03),  # one point (the reference's worker, a rehearsal): flat
     ([(0.01, 0.02), (1.0, 0.08)], 0.505, 0.05),  # pairs as tuples are fine
     ([[0.01, 0.02], [1.0, 0.08]], 10**400, 0.0),  # a length that is no float
     ([[0.01, 0.02], [1.0, 0.08]], "0.5", 0.0),
