@@ -150,10 +150,10 @@ def test_run_timed_reports_medians_of_skewed_timings(monkeypatch):
     assert r["wall_median_ms"] == pytest.approx(1.6)
 
 
-def test_measure_gap_is_the_median_of_wall_minus_gpu(monkeypatch):
+def test_the_trivial_gap_is_the_median_of_wall_minus_gpu(monkeypatch):
     pairs = iter([(1.0, 1.0 + d) for d in [0.02, 0.02, 0.03, 0.04, 5.0, 0.01, 0.03]] * 10)
     monkeypatch.setattr(timing, "time_once", lambda fn, ins, flush, after=None: next(pairs))
-    assert timing.measure_gap(torch.device("cpu"), None, n=7) == pytest.approx(0.03)
+    assert timing.gap_curve(torch.device("cpu"), None, n=7)[0][1] == pytest.approx(0.03)
 
 
 def test_the_iteration_count_fills_rep_ms_within_its_bounds(monkeypatch):

@@ -428,7 +428,7 @@ def test_the_harness_gap_is_the_median_of_wall_minus_gpu_over_50_flushed_calls_o
     def flush():
         return None
 
-    gap = timing.measure_gap(torch.device("cpu"), flush)
+    gap = timing.gap_curve(torch.device("cpu"), flush)[0][1]
     assert gap == pytest.approx(0.010) and len(calls) == 50
     assert all(c[1] == [] and c[2] is flush for c in calls)
     x1, x2 = calls[0][0](), calls[1][0]()  # the timed call adds 1.0 in place to a 1024-element tensor
@@ -437,9 +437,9 @@ def test_the_harness_gap_is_the_median_of_wall_minus_gpu_over_50_flushed_calls_o
     calls[2][0]()
     assert torch.equal(x1, torch.ones(1024))
     calls = _recording_gpu(monkeypatch, [(1.0, 1.02)])
-    assert timing.measure_gap(torch.device("cpu"), flush, n=7) == pytest.approx(0.02) and len(calls) == 7
+    assert timing.gap_curve(torch.device("cpu"), flush, n=7)[0][1] == pytest.approx(0.02) and len(calls) == 7
     calls = _recording_gpu(monkeypatch, [(1.0, 1.0)])
-    timing.measure_gap(torch.device("meta"), flush, n=1)
+    timing.gap_curve(torch.device("meta"), flush, n=1)
     assert calls[0][0]().device.type == "meta"  # its tensor lies on the device measured
 
 
@@ -475,7 +475,7 @@ def test_the_gap_curve_times_spin_kernels_of_each_ladder_length_after_the_trivia
     assert cycles[3:] == [100_000] * 10 + [300_000] * 10 + [1_000_000] * 10 + [3_000_000] * 10
     assert len(calls) == 20 + 3 + 4 * 10 and all(c == ([], flush, None) for c in calls)
     assert timing.gap_at(curve, 0.2) == pytest.approx((curve[1][1] + curve[2][1]) / 2)
-    # the trivial point is measure_gap's: n adds, on the device measured
+    # the trivial point: n adds, on the device measured
     assert curve[0] == pytest.approx([0.01, 0.02 + 0.065 * 0.01 / 0.8]) and devices == [torch.device("cuda")]
     # at least 5 spins a length, however small n
     del cycles[:]

@@ -307,8 +307,7 @@ class _Evaluation:
         # each worker's peak resident set so far, from its latest reply: which phase raised a host peak
         rss = {role: w.memory.get("peak_rss_mb") for role, w in (("reference", self.ref), ("candidate", self.cand))
                if w is not None and w.memory}
-        rss = {role: round(float(x), 1) for role, x in rss.items()  # the candidate's is its own word: numbers only
-               if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and abs(x) < 1e12}
+        rss = {role: round(float(x), 1) for role, x in rss.items() if _real(x)}  # the candidate's word: numbers only
         if rss:
             self.v.timing.setdefault("peak_rss_by_phase_mb", {})[phase] = rss
 
@@ -1108,13 +1107,15 @@ def killed_from_outside(worker: WorkerProcess | None) -> bool:
     return code == -signal.SIGKILL
 
 
+def _real(x) -> bool:
+    """A number as the harness sends one: an int or float (not a bool), finite, of a sane size."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and abs(x) < 1e12 and math.isfinite(x)
+
+
 def _timing_figures_ok(r: dict) -> bool:
     """A timing reply's figures are what the harness sends: finite real medians and a positive call count."""
-    def real(x):
-        return isinstance(x, (int, float)) and not isinstance(x, bool) and abs(x) < 1e12 and math.isfinite(x)
-
     n = r.get("n")
-    return (real(r.get("gpu_median_ms")) and real(r.get("wall_median_ms")) and isinstance(n, int)
+    return (_real(r.get("gpu_median_ms")) and _real(r.get("wall_median_ms")) and isinstance(n, int)
             and not isinstance(n, bool) and 0 < n < 10**9)
 
 

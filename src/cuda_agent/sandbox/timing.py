@@ -199,17 +199,6 @@ def time_once(fn, inputs: list, flush: L2Flusher, after=None) -> tuple[float, fl
     return start.elapsed_time(end), (t1 - t0) * 1e3
 
 
-def measure_gap(device: torch.device, flush: L2Flusher, n: int = 50) -> float:
-    """Median (wall - gpu) of a trivial one-kernel call: the honest harness overhead of a short call."""
-    return _trivial_point(device, flush, n)[1]
-
-
-def _trivial_point(device: torch.device, flush: L2Flusher, n: int) -> list[float]:
-    x = torch.empty(1024, device=device)
-    fn = x.add_
-    return _gap_point(lambda: fn(1.0), flush, n)
-
-
 GAP_LADDER_MS = (0.1, 0.3, 1.0, 3.0)
 """GPU lengths (ms) of the spin calls ``gap_curve`` measures the honest overhead at, besides the trivial call.
 The overhead grows with the call's length: on an H100 the host clock saw 0.015-0.027 ms more than the events for
@@ -221,9 +210,11 @@ memory-bound kernel in a slow placement can still exceed the spin kernels' figur
 def gap_curve(device: torch.device, flush: L2Flusher, n: int = 50,
               ladder: tuple = GAP_LADDER_MS) -> list[list[float]]:
     """The honest harness overhead against the call's length: ``[[gpu_ms, gap_ms], ...]`` ascending, the
-    medians of a trivial add (``measure_gap``) and, on a GPU, of spin kernels (``torch.cuda._sleep``) of
-    about each ``ladder`` length. A rehearsal, or a torch without ``_sleep``, has the trivial point only."""
-    curve = [_trivial_point(device, flush, n)]
+    medians of ``n`` calls of a trivial in-place add on ``device`` and, on a GPU, of spin kernels
+    (``torch.cuda._sleep``) of about each ``ladder`` length. No ladder, a rehearsal, or a torch without ``_sleep``:
+    the trivial point only."""
+    add = torch.empty(1024, device=device).add_
+    curve = [_gap_point(lambda: add(1.0), flush, n)]
     sleep = getattr(torch.cuda, "_sleep", None)
     if not ladder or device.type != "cuda" or sleep is None or rehearsal():
         return curve
