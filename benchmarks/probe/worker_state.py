@@ -25,6 +25,8 @@ import sys
 
 import torch
 
+from cuda_agent.sandbox.timing import L2Flusher, time_once
+
 
 def load(path: str):
     spec = importlib.util.spec_from_file_location("task", path)
@@ -34,17 +36,8 @@ def load(path: str):
 
 
 def timed(fn, inputs, flush, n: int) -> float:
-    times = []
-    for _ in range(n):
-        flush.zero_()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        s.record()
-        fn(*inputs)
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
+    """Median event ms of ``n`` calls, each timed as the sandbox times one (timing.time_once)."""
+    return statistics.median(time_once(fn, inputs, flush)[0] for _ in range(n))
 
 
 def kernels(fn, inputs) -> list[str]:
@@ -85,8 +78,7 @@ def probe(path: str, free_gib: float, n: int) -> dict:
     model = task.Model(*task.get_init_inputs()).cuda()
     with torch.device("cuda"):
         inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
-    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20) or (50 << 20)
-    flush = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
+    flush = L2Flusher(torch.device("cuda"))
     print(path, flush=True)
     rows = []
     with torch.no_grad():
