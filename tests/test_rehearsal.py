@@ -374,7 +374,12 @@ def test_clock_one_allows_the_honest_overhead_of_a_call_of_the_candidate_s_own_l
         assert v.ms == pytest.approx(charged, abs=1e-6) or ("timer_mismatch" in v.flags and v.ms > charged), (v.ms, tm)
     else:
         assert "timing_mismatch" not in v.flags, (v.flags, v.reasons, tm)
-        assert v.ms == pytest.approx(tm["gpu_median_ms"]), (v.ms, tm)
+        # charged the events' figure. A loaded CI host can also trip clock 2, the evaluator's own clock, which this
+        # test does not steer (2.03 ms charged on 1.54 ms of events, seen in CI); then that clock's figure is charged
+        expected = tm["gpu_median_ms"]
+        if "timer_mismatch" in v.flags:
+            expected = max(expected, tm["evaluator_ms_per_iter"] - tm["harness_overhead_ms"])
+        assert v.ms == pytest.approx(expected, abs=1e-5), (v.ms, v.flags, tm)
 
 
 @pytest.mark.parametrize("field, value", [("gpu_median_ms", "0.1"), ("wall_median_ms", float("nan")), ("n", 0),
