@@ -185,6 +185,29 @@ def test_bash_timeout_kills_the_process_group(env):
     assert not r.ok and "timeout" in r.output
 
 
+def test_no_baseline_is_timed_while_a_bash_command_runs(env):
+    """A command may run kernels on any GPU it sees: it holds every GPU's candidate-code lock, so an evaluation
+    that would time a baseline (cached for every later evaluation of its task) waits for it (GpuLock.quiet)."""
+    import threading
+
+    from cuda_agent.sandbox.gpu import GpuLock
+
+    cache, got = env.config.sandbox.cache_dir, []
+    GpuLock(cache, 0).candidate_code().release()  # the lock files an evaluation on this GPU would have made
+
+    def timer():
+        time.sleep(0.5)  # the command is running by now
+        with GpuLock(cache, 0).quiet():
+            got.append(time.time())
+
+    t = threading.Thread(target=timer)
+    t.start()
+    r = env.execute("bash", {"command": "sleep 1.5; date +%s.%N"})
+    t.join(10)
+    assert r.ok and got, r.output
+    assert got[0] >= float(r.output.split()[0]) - 0.05, (got, r.output)
+
+
 def test_bash_output_is_truncated(env):
     r = env.execute("bash", {"command": "yes 0123456789 | head -c 100000"})
     assert "characters cut" in r.output and len(r.output) < env.config.limits.max_output_chars + 200

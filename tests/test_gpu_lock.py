@@ -54,3 +54,70 @@ def test_a_setup_hold_keeps_a_timer_out_but_is_not_counted_as_the_gpu_in_use(tmp
     assert a.intervals == [] and a.held_s == 0 and a.exclusive_s == 0
     assert len(a.setup_holds) == 1 and a.setup_s >= 0.3
     assert c.exclusive_s > 0 and c.setup_holds == []
+
+
+def test_quiet_waits_for_every_candidate_code_hold_and_new_holds_queue_behind_it(tmp_path):
+    """Candidate code (a loaded candidate, an agent's command) holds the code lock shared; the baselines are timed
+    quiet: once the last hold is released, and no new hold begins until they are done (a waiter cannot starve)."""
+    a, b, q = GpuLock(tmp_path), GpuLock(tmp_path), GpuLock(tmp_path)
+    events = []
+    first, second = a.candidate_code(), b.candidate_code()  # two at once
+
+    def timer():
+        with q.quiet():
+            events.append(("quiet", time.time()))
+            time.sleep(0.3)
+        events.append(("quiet done", time.time()))
+
+    def newcomer():
+        with GpuLock(tmp_path).candidate_code():
+            events.append(("new hold", time.time()))
+
+    t = threading.Thread(target=timer)
+    t.start()
+    time.sleep(0.2)
+    first.release()
+    time.sleep(0.2)
+    assert not events  # one hold is left
+    late = threading.Thread(target=newcomer)
+    late.start()  # comes while quiet waits: queues behind it
+    time.sleep(0.2)
+    assert not events
+    released = time.time()
+    second.release()
+    t.join(5)
+    late.join(5)
+    stamps = dict(events)
+    assert stamps["quiet"] >= released - 0.01 and stamps["new hold"] >= stamps["quiet done"] - 0.01, events
+    (asked, start, end), = q.quiet_holds
+    assert start - asked >= 0.5 and end - start >= 0.3
+
+
+def test_a_code_hold_ends_with_the_processes_that_ran_the_code(tmp_path):
+    """A SIGKILLed worker's threads and queued kernels end with its processes, not with the signal: the hold is
+    released once no process is left in the worker's process groups."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        hold, q, got = GpuLock(tmp_path).candidate_code(), GpuLock(tmp_path), []
+        hold.release([proc.pid], background=True)
+
+        def waiter():
+            with q.quiet():
+                got.append(time.time())
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        time.sleep(0.4)
+        assert not got  # the process lives on: still held
+        killed = time.time()
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+        t.join(5)
+        assert got and got[0] >= killed
+    finally:
+        proc.kill()

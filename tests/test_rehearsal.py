@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -87,6 +88,64 @@ def test_the_baselines_are_timed_before_any_of_the_candidates_code_is_loaded(reh
     baselines = 2 if v.compile_ms else 1
     assert len(windows) > baselines and all(end < imported for _, end in windows[:baselines]), (windows, imported)
     assert all(start > imported for start, _ in windows[baselines:]), (windows, imported)
+
+
+def test_no_other_evaluations_candidate_code_runs_while_a_baseline_is_timed(rehearse, monkeypatch, tmp_path):
+    """The GPU lock keeps out only the harness's requests. Between them another evaluation's candidate stays
+    loaded in its worker, and a thread (or a side-stream kernel) its import started runs on: beside a baseline
+    being timed, it would slow that baseline, and the slow figure would be cached for every later evaluation of
+    the task. So the baselines are timed quiet (GpuLock.quiet): after every other candidate's processes are gone.
+    Here one evaluation's candidate starts a thread at import that writes down the time every 2 ms, and waits 6 s
+    between its setup and its trials (holding no GPU lock); another evaluation, of a task whose baselines are not
+    cached, starts meanwhile. The candidates' workers are killed a second late: the hold ends with their
+    processes, not with the signal (a SIGKILLed worker's queued kernels run until its process is gone)."""
+    import threading
+
+    from cuda_agent.sandbox import evaluator, process
+
+    cache, ticks = tmp_path / "cache", tmp_path / "ticks"
+    ticker = (f"import threading, time\n\n\ndef _tick(path={str(ticks)!r}):\n    with open(path, 'a') as f:\n"
+              "        while True:\n            f.write(repr(time.time()) + '\\n')\n            f.flush()\n"
+              "            time.sleep(0.002)\n\n\nthreading.Thread(target=_tick, daemon=True).start()\n")
+    noisy = _variant(tmp_path, ticker + (HONEST / "model_new.py").read_text())
+    other_task = tmp_path / "swish_other.py"  # another task (another hash): its baselines are not cached
+    other_task.write_text(TASK.read_text() + "\n# another task\n")
+    real_gpu_phase = evaluator._Evaluation._gpu_phase
+
+    def gpu_phase(self, module):
+        if self.solution.root == noisy:
+            time.sleep(6)  # loaded, idle, and holding no GPU lock: its thread ticks on
+        return real_gpu_phase(self, module)
+
+    monkeypatch.setattr(evaluator._Evaluation, "_gpu_phase", gpu_phase)
+    real_cleanup = process.WorkerProcess.cleanup
+
+    def late_cleanup(self, wait=True):
+        if self.label == "candidate":
+            threading.Timer(1.0, real_cleanup, args=(self, wait)).start()
+        else:
+            real_cleanup(self, wait)
+
+    monkeypatch.setattr(process.WorkerProcess, "cleanup", late_cleanup)
+    box = {}
+    first = threading.Thread(target=lambda: box.update(v=rehearse(noisy, cache_dir=cache, static_rules=False,
+                                                                   isolation="none")))
+    first.start()
+    deadline = time.time() + 180
+    while not ticks.exists() and time.time() < deadline and first.is_alive():
+        time.sleep(0.05)
+    assert ticks.exists(), "the first evaluation's candidate never started its thread"
+    v = rehearse(HONEST, task=other_task, cache_dir=cache)
+    first.join(300)
+    assert box["v"].verdict == "correct" and v.verdict == "correct", (box["v"].reasons, v.reasons)
+    assert not v.baseline_cached
+    stamps = [float(x) for x in ticks.read_text().split()]
+    start, end = v.timing["quiet"]["window"]
+    asked = start - v.timing["quiet"]["waited_s"]
+    assert any(t > asked for t in stamps), "the other candidate's thread had stopped before: nothing was tested"
+    assert not [t for t in stamps if start <= t <= end], (v.timing["quiet"], [t for t in stamps if t > asked][:5])
+    eager = v.timing["timed_windows"][0]  # the first timing: the eager baseline, inside the quiet window
+    assert start <= eager[0] <= eager[1] <= end, (eager, v.timing["quiet"])
 
 
 def _variant(tmp_path, model_new: str):

@@ -127,6 +127,7 @@ class _Evaluation:
         self.measured_gbs: float | None = None  # the copy bandwidth measured on this GPU (roofline)
         self.gpu_memory: GpuMemory | None = None  # what this evaluation reserved of the GPU's memory
         self.gpu_need: int | None = None  # what it was expected to need (memory.gpu_need; None: size unknown)
+        self.code_hold = None  # held while the candidate's code may run (GpuLock.candidate_code)
         self.jail = candidate_jail(config)  # how the candidate's worker is confined (None: unconfined)
         self.oom_kills = memory.oom_kills()  # the host's count, to tell the OOM killer's SIGKILL from others
         self._t_mark = time.perf_counter()
@@ -203,6 +204,9 @@ class _Evaluation:
             if not self._baselines_first(ref_info):
                 return
             self._mark("baselines")
+            # from here until its worker's processes are gone, this candidate's code may run on the GPU: no other
+            # evaluation times a baseline meanwhile (GpuLock.quiet)
+            self.code_hold = self.lock.candidate_code()
             with self.lock.shared(busy=False):
                 cand_info = self._cand_step(lambda: self.cand.request(candidate_setup(
                     self.task, self.solution, built, cfg, self.seed, init_inputs, self.ref_state_dict,
@@ -235,6 +239,8 @@ class _Evaluation:
                     if w is not None:
                         w.cleanup(wait=False)
             finally:
+                if self.code_hold is not None:  # released once the candidate's processes are gone
+                    self.code_hold.release(self.cand.groups() if self.cand is not None else [], background=True)
                 if self.gpu_memory is not None:  # counted for the others until the workers' processes are gone
                     self.gpu_memory.release([g for w in (self.cand, self.ref) if w is not None for g in w.groups()])
 
@@ -700,19 +706,26 @@ class _Evaluation:
         cfg = self.config
         if self.cached_baseline is not None and self._bandwidth(measure=False):
             return self._baselines()  # both read from the cache: no lock to wait for
-        with self.lock.exclusive():
-            if not self._bandwidth():
-                return False
-            if self.cached_baseline is not None:
-                return self._baselines()
-            size = ((ref_info.get("sizes") or {}).get("footprint") or {}).get("input_bytes")
-            seeds = self._rotation_seeds(size) if size else [self.seed + 1000]  # size unknown: one set
-            # the reference's own ring only: nothing is shared with the candidate (whose code is not loaded yet)
-            if self._ref_step(lambda: self.ref.request({"op": "rotation", "seeds": seeds, "share": False},
-                                                       cfg.run_timeout_s)) is None:
-                return False
-            if not self._baselines():
-                return False
+        # quiet: no other evaluation's candidate code (nor an agent's command) runs on this GPU while what is
+        # cached for every later evaluation is measured; the GPU lock alone keeps out only harness requests
+        try:
+            with self.lock.quiet(), self.lock.exclusive():
+                if not self._bandwidth():
+                    return False
+                if self.cached_baseline is not None:
+                    return self._baselines()
+                size = ((ref_info.get("sizes") or {}).get("footprint") or {}).get("input_bytes")
+                seeds = self._rotation_seeds(size) if size else [self.seed + 1000]  # size unknown: one set
+                # the reference's own ring only: nothing is shared with the candidate (its code is not loaded yet)
+                if self._ref_step(lambda: self.ref.request({"op": "rotation", "seeds": seeds, "share": False},
+                                                           cfg.run_timeout_s)) is None:
+                    return False
+                if not self._baselines():
+                    return False
+        finally:
+            for asked, start, end in self.lock.quiet_holds[-1:]:  # how long it waited for others' candidate code
+                self.v.timing["quiet"] = {"waited_s": round(start - asked, 3), "held_s": round(end - start, 3),
+                                          "window": [round(start, 4), round(end, 4)]}
         return self._ref_step(lambda: self.ref.request({"op": "drop", "keys": [], "ring": True},
                                                        cfg.run_timeout_s)) is not None
 

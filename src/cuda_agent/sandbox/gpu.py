@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -115,6 +116,24 @@ def no_gpu_reason() -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def _rw(main: Path, gate: Path, exclusive: bool) -> Iterator[None]:
+    """A readers-writer flock on ``main``; whoever waits for it exclusive holds ``gate`` meanwhile (and while
+    it holds it), so that new sharers queue behind a waiting writer and it cannot starve."""
+    with open(gate, "a") as g, open(main, "a") as m:
+        fcntl.flock(g, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(m, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            if not exclusive:
+                fcntl.flock(g, fcntl.LOCK_UN)
+            try:
+                yield
+            finally:
+                fcntl.flock(m, fcntl.LOCK_UN)
+        finally:
+            fcntl.flock(g, fcntl.LOCK_UN)
+
+
 class GpuLock:
     """A readers-writer lock on one GPU, across processes (flock on two files per GPU).
 
@@ -128,6 +147,14 @@ class GpuLock:
     drawn inputs, the candidate's import, construction and ``prepare``), takes it shared with
     ``busy=False``: it keeps every other evaluation's timing off while it may run kernels, but it is mostly
     CPU time, so it is kept apart (``setup_holds``) from the holds that say the GPU was busy (``intervals``).
+
+    The GPU lock keeps out the harness's own requests only. Between them a candidate's code stays loaded in
+    its worker, where a thread or a side-stream kernel it started can run at any time; so can a command of
+    the agent's ``bash``. A second readers-writer lock covers that: :meth:`candidate_code` is held (shared)
+    wherever such code may run on this GPU, from before a candidate's import until its worker's processes
+    are gone, and :meth:`quiet` (exclusive) waits until none is left. The baselines are timed quiet: they
+    are cached for every later evaluation of the task, so another evaluation's candidate that slowed them
+    would raise every later speed-up. Order: the code lock before the GPU lock, never while holding it.
     """
 
     def __init__(self, cache_dir: Path, device: int = 0):
@@ -137,12 +164,16 @@ class GpuLock:
         lock_dir.mkdir(parents=True, exist_ok=True)
         self.main = lock_dir / f"gpu-{key}.lock"
         self.gate = lock_dir / f"gpu-{key}.gate"
+        self.code = lock_dir / f"gpu-{key}.code.lock"
+        self.code_gate = lock_dir / f"gpu-{key}.code.gate"
         self.holds: list[tuple[float, float, bool]] = []
         """(start, end, exclusive) of every hold, in seconds since the epoch, so that holds of
         concurrent evaluations can be merged into the time the GPU was in use
         (benchmarks/bench_throughput.py)."""
         self.setup_holds: list[tuple[float, float]] = []
         """(start, end) of the shared holds taken with ``busy=False``, not counted as GPU use."""
+        self.quiet_holds: list[tuple[float, float, float]] = []
+        """(asked, start, end) of every :meth:`quiet` hold: how long it waited for candidate code to end."""
 
     @property
     def held_s(self) -> float:
@@ -161,7 +192,7 @@ class GpuLock:
         return sum(end - start for start, end in self.setup_holds)
 
     @contextlib.contextmanager
-    def _held(self, main, exclusive: bool, busy: bool = True) -> Iterator[None]:
+    def _held(self, exclusive: bool, busy: bool = True) -> Iterator[None]:
         start = time.time()
         try:
             yield
@@ -170,27 +201,78 @@ class GpuLock:
                 self.holds.append((start, time.time(), exclusive))
             else:
                 self.setup_holds.append((start, time.time()))
-            fcntl.flock(main, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
     def shared(self, busy: bool = True) -> Iterator[None]:
-        with open(self.gate, "a") as gate, open(self.main, "a") as main:
-            fcntl.flock(gate, fcntl.LOCK_EX)
-            fcntl.flock(main, fcntl.LOCK_SH)
-            fcntl.flock(gate, fcntl.LOCK_UN)
-            with self._held(main, exclusive=False, busy=busy):
-                yield
+        with _rw(self.main, self.gate, exclusive=False), self._held(exclusive=False, busy=busy):
+            yield
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
-        with open(self.gate, "a") as gate, open(self.main, "a") as main:
-            fcntl.flock(gate, fcntl.LOCK_EX)
-            fcntl.flock(main, fcntl.LOCK_EX)
+        with _rw(self.main, self.gate, exclusive=True), self._held(exclusive=True):
+            yield
+
+    def candidate_code(self) -> "CodeHold":
+        """A hold (shared, taken now) that says candidate code may run on this GPU until it is released."""
+        return CodeHold(self.code, self.code_gate)
+
+    @contextlib.contextmanager
+    def quiet(self) -> Iterator[None]:
+        """No candidate code and no agent command may run on this GPU meanwhile: waits until every
+        :meth:`candidate_code` hold is released, and keeps new ones out. Take it before the GPU lock."""
+        asked = time.time()
+        with _rw(self.code, self.code_gate, exclusive=True):
+            start = time.time()
             try:
-                with self._held(main, exclusive=True):
-                    yield
+                yield
             finally:
-                fcntl.flock(gate, fcntl.LOCK_UN)
+                self.quiet_holds.append((asked, start, time.time()))
+
+
+class CodeHold:
+    """A shared hold on a GPU's candidate-code lock (:meth:`GpuLock.candidate_code`), taken when made. Its
+    :meth:`release` can wait until the processes that ran the code are gone: a SIGKILLed worker's threads,
+    and the kernels it queued, end with its processes, not with the signal."""
+
+    def __init__(self, code: Path, gate: Path):
+        self._hold = contextlib.ExitStack()
+        self._hold.enter_context(_rw(code, gate, exclusive=False))
+
+    def release(self, groups: list[int] = (), wait_s: float = 10.0, background: bool = False) -> None:
+        """Release the hold once no process is left in the process groups ``groups`` (at most ``wait_s``
+        seconds on), on a thread of its own when ``background``."""
+        groups = list(groups)
+
+        def when_gone() -> None:
+            deadline = time.monotonic() + wait_s
+            while groups and _groups_alive(groups) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            self._hold.close()
+
+        if background:
+            threading.Thread(target=when_gone, name="code-hold", daemon=True).start()
+        else:
+            when_gone()
+
+    def __enter__(self) -> "CodeHold":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def every_gpu_code_hold(cache_dir: Path) -> contextlib.ExitStack:
+    """Shared holds on the candidate-code lock (:meth:`GpuLock.candidate_code`) of every GPU: those visible
+    here and those that evaluations with this cache have used (their lock files), taken in the order of their
+    names. For code that may use any GPU it sees, such as a command of the agent's ``bash``."""
+    lock_dir = Path(cache_dir) / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    keys = {gpu_key(d) for d in range(max(1, len(list_gpus())))}
+    keys |= {f.name[len("gpu-"):-len(".code.lock")] for f in lock_dir.glob("gpu-*.code.lock")}
+    holds = contextlib.ExitStack()
+    for key in sorted(keys):
+        holds.enter_context(_rw(lock_dir / f"gpu-{key}.code.lock", lock_dir / f"gpu-{key}.code.gate", exclusive=False))
+    return holds
 
 
 class GpuMemory:
@@ -336,8 +418,3 @@ def _alive(pid: int) -> bool:
         except PermissionError:
             return True
         return True
-
-
-def gpu_lock(cache_dir: Path, device: int = 0):
-    """Exclusive use of one GPU (see :class:`GpuLock`)."""
-    return GpuLock(cache_dir, device).exclusive()

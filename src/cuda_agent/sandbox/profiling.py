@@ -24,7 +24,7 @@ from .config import SandboxConfig
 from . import confine
 from .evaluator import (candidate_jail, candidate_setup, reference_setup, restrain_candidate, stage_candidate,
                         traced_calls, worker_env)
-from .gpu import gpu_lock, no_gpu_reason
+from .gpu import GpuLock, no_gpu_reason
 from .process import WorkerDied, WorkerError, WorkerProcess, WorkerTimeout, start_worker
 from .solution import Solution
 
@@ -102,6 +102,7 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
     seed = config.seed if config.seed is not None else 0
     timing = {"warmup_ms": 5.0, "rep_ms": 10.0, "min_iters": 1, "max_iters": 20}
     workers: list[WorkerProcess] = []
+    lock, hold = GpuLock(config.cache_dir, config.device), None
     try:
         ref = start_worker(env, "reference", config.spare_workers)
         workers.append(ref)
@@ -113,12 +114,14 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
         setup = ref.request(reference_setup(task, config, seed, init_inputs), config.baseline_timeout_s)
         cand_msg = candidate_setup(task, solution, built, dataclasses.replace(config, strict=True, calibrate=False),
                                    seed, init_inputs, setup["state_dict"], cand)
-        cand.request(cand_msg, config.run_timeout_s)
+        hold = lock.candidate_code()  # candidate code runs from here on: no baseline is timed meanwhile
+        with lock.shared(busy=False):  # its import, construction and prepare() may run kernels
+            cand.request(cand_msg, config.run_timeout_s)
         # the reference keeps its shared weights (share.WEIGHTS) for the profile's life: the ncu run below
         # starts another candidate worker from the same cand_msg, whose descriptors must still open them
         # two input sets drawn by the reference worker on the GPU; the candidate's workers get shared copies
         timing["inputs"] = ref.request({"op": "rotation", "seeds": [seed, seed + 1]}, config.run_timeout_s)["sets"]
-        with gpu_lock(config.cache_dir, config.device):
+        with lock.exclusive():
             for worker, target, attr in ((ref, "model", "eager"), (ref, "compile", "compile"),
                                          (cand, "model", "candidate")):
                 worker.request({"op": "prepare_timing", "target": target, **timing}, config.baseline_timeout_s)
@@ -127,7 +130,7 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
         report.roofline = _roofline(setup, config, report)
         if use_ncu:
             report.ncu = _ncu(solution, built, cand_msg, env=cand_env, config=config, timing=timing,
-                              kernels=[r.name for r in report.candidate[:3]])
+                              kernels=[r.name for r in report.candidate[:3]], lock=lock)
     except WorkerError as e:
         report.error = f"{e.reply.get('error_type')} in '{e.reply.get('phase')}': {e.reply.get('message', '')[:800]}"
     except (WorkerDied, WorkerTimeout) as e:
@@ -135,6 +138,8 @@ def profile(task: Task, solution: Solution, config: SandboxConfig | None = None,
     finally:
         for w in workers:
             w.cleanup(wait=False)
+        if hold is not None:  # once the candidate's processes are gone
+            hold.release([g for w in workers for g in w.groups()])
     return report
 
 
@@ -155,9 +160,10 @@ def _roofline(setup: dict, config: SandboxConfig, report: ProfileReport) -> dict
 
 
 def _ncu(solution: Solution, built, cand_msg: dict, env: dict, config: SandboxConfig, timing: dict,
-         kernels: list[str]) -> list[dict]:
+         kernels: list[str], lock: GpuLock) -> list[dict]:
     """Nsight Compute on the candidate's top kernels (a few launches each), as rows of metrics. Confined
-    like any candidate worker: ncu writes its report into the worker's own scratch."""
+    like any candidate worker: ncu writes its report into the worker's own scratch. Its replays hold the GPU
+    lock exclusive, as a timing does (they would slow another evaluation's timing as much)."""
     ncu = shutil.which("ncu")
     if ncu is None or not kernels:
         return [{"note": "ncu not found"}] if ncu is None else []
@@ -174,10 +180,11 @@ def _ncu(solution: Solution, built, cand_msg: dict, env: dict, config: SandboxCo
         out_csv = Path(worker.scratch) / "ncu.csv"
         cand_msg = {**cand_msg, "solution": stage_candidate(solution, built, worker)}
     try:
-        worker.request(cand_msg, config.run_timeout_s * 4)
-        worker.request({"op": "prepare_timing", "target": "model", **{**timing, "max_iters": 2}},
-                       config.run_timeout_s * 4)
-        worker.close()  # ncu writes its report as the worker exits
+        with lock.exclusive():
+            worker.request(cand_msg, config.run_timeout_s * 4)
+            worker.request({"op": "prepare_timing", "target": "model", **{**timing, "max_iters": 2}},
+                           config.run_timeout_s * 4)
+            worker.close()  # ncu writes its report as the worker exits
         if not out_csv.exists():
             return [{"error": "ncu wrote no report"}]
         text = out_csv.read_text(errors="replace")

@@ -18,6 +18,7 @@ import subprocess
 import time
 
 from ...sandbox.confine import SECRET, Jail
+from ...sandbox.gpu import every_gpu_code_hold
 from . import Tool, ToolResult, obj, truncate
 
 WORKSPACE = "/workspace"
@@ -59,6 +60,11 @@ class Bash(Tool):
         environ = scrubbed_env(home)
         if cwd is None:  # confined: the jail's /tmp, not a host TMPDIR it does not mount
             environ["TMPDIR"] = "/tmp"
+        # a command may run kernels on any GPU it sees: no evaluation times a baseline meanwhile (GpuLock.quiet)
+        with every_gpu_code_hold(env.config.sandbox.cache_dir):
+            return self._run(argv, cwd, environ, timeout, limits)
+
+    def _run(self, argv, cwd, environ, timeout, limits) -> ToolResult:
         t0 = time.perf_counter()
         try:
             proc = subprocess.Popen(argv, cwd=cwd, env=environ,
