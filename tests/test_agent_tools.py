@@ -196,8 +196,18 @@ def test_no_baseline_is_timed_while_a_bash_command_runs(env):
     GpuLock(cache, 0).candidate_code().release()  # the lock files an evaluation on this GPU would have made
 
     def timer():
-        time.sleep(0.5)  # the command is running by now
-        with GpuLock(cache, 0).quiet():
+        import fcntl
+
+        lock = GpuLock(cache, 0)
+        with open(lock.code, "a") as f:  # wait until the command holds it
+            for _ in range(400):
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(f, fcntl.LOCK_UN)
+                    time.sleep(0.01)
+                except BlockingIOError:
+                    break
+        with lock.quiet():
             got.append(time.time())
 
     t = threading.Thread(target=timer)

@@ -89,8 +89,8 @@ def test_quiet_waits_for_every_candidate_code_hold_and_new_holds_queue_behind_it
     late.join(5)
     stamps = dict(events)
     assert stamps["quiet"] >= released - 0.01 and stamps["new hold"] >= stamps["quiet done"] - 0.01, events
-    (asked, start, end), = q.quiet_holds
-    assert start - asked >= 0.5 and end - start >= 0.3
+    (asked, start, end, quiet), = q.quiet_holds
+    assert quiet and start >= released - 0.01 and end - start >= 0.3
 
 
 def test_a_code_hold_ends_with_the_processes_that_ran_the_code(tmp_path):
@@ -121,3 +121,18 @@ def test_a_code_hold_ends_with_the_processes_that_ran_the_code(tmp_path):
         assert got and got[0] >= killed
     finally:
         proc.kill()
+
+
+def test_quiet_gives_up_after_its_wait_and_says_so(tmp_path):
+    """A hold that never ends (a stuck evaluation, an agent's long command) does not stop every later baseline:
+    after ``wait_s`` quiet yields False, unheld (the evaluator then times the baselines without caching them)."""
+    hold, q = GpuLock(tmp_path).candidate_code(), GpuLock(tmp_path)
+    with q.quiet(wait_s=0.3) as quiet:
+        assert quiet is False
+    (asked, start, end, quiet), = q.quiet_holds
+    assert not quiet and 0.3 <= start - asked < 2
+    hold.release()
+    with q.quiet(wait_s=0.3) as quiet:
+        assert quiet is True
+    with GpuLock(tmp_path).candidate_code():  # the gate was let go after giving up
+        pass

@@ -95,13 +95,14 @@ def test_no_other_evaluations_candidate_code_runs_while_a_baseline_is_timed(rehe
     loaded in its worker, and a thread (or a side-stream kernel) its import started runs on: beside a baseline
     being timed, it would slow that baseline, and the slow figure would be cached for every later evaluation of
     the task. So the baselines are timed quiet (GpuLock.quiet): after every other candidate's processes are gone.
-    Here one evaluation's candidate starts a thread at import that writes down the time every 2 ms, and waits 6 s
-    between its setup and its trials (holding no GPU lock); another evaluation, of a task whose baselines are not
-    cached, starts meanwhile. The candidates' workers are killed a second late: the hold ends with their
+    Here one evaluation's candidate starts a thread at import that writes down the time every 2 ms, and waits
+    between its setup and its trials (holding no GPU lock) until another evaluation, of a task whose baselines are
+    not cached, asks to time them. The candidates' workers are killed a second late: the hold ends with their
     processes, not with the signal (a SIGKILLed worker's queued kernels run until its process is gone)."""
     import threading
 
     from cuda_agent.sandbox import evaluator, process
+    from cuda_agent.sandbox.gpu import GpuLock
 
     cache, ticks = tmp_path / "cache", tmp_path / "ticks"
     ticker = (f"import threading, time\n\n\ndef _tick(path={str(ticks)!r}):\n    with open(path, 'a') as f:\n"
@@ -110,14 +111,21 @@ def test_no_other_evaluations_candidate_code_runs_while_a_baseline_is_timed(rehe
     noisy = _variant(tmp_path, ticker + (HONEST / "model_new.py").read_text())
     other_task = tmp_path / "swish_other.py"  # another task (another hash): its baselines are not cached
     other_task.write_text(TASK.read_text() + "\n# another task\n")
-    real_gpu_phase = evaluator._Evaluation._gpu_phase
+    real_gpu_phase, real_quiet, asked = evaluator._Evaluation._gpu_phase, GpuLock.quiet, threading.Event()
 
     def gpu_phase(self, module):
-        if self.solution.root == noisy:
-            time.sleep(6)  # loaded, idle, and holding no GPU lock: its thread ticks on
+        if self.solution.root == noisy:  # loaded, idle, and holding no GPU lock, until the other asks for quiet
+            assert asked.wait(240), "the other evaluation never came to its baselines"
+            time.sleep(0.5)  # its thread ticks on
         return real_gpu_phase(self, module)
 
+    def quiet(self, *args, **kwargs):
+        if ticks.exists():  # the other evaluation's (the first one's came before its candidate was loaded)
+            asked.set()
+        return real_quiet(self, *args, **kwargs)
+
     monkeypatch.setattr(evaluator._Evaluation, "_gpu_phase", gpu_phase)
+    monkeypatch.setattr(GpuLock, "quiet", quiet)
     real_cleanup = process.WorkerProcess.cleanup
 
     def late_cleanup(self, wait=True):
@@ -146,6 +154,23 @@ def test_no_other_evaluations_candidate_code_runs_while_a_baseline_is_timed(rehe
     assert not [t for t in stamps if start <= t <= end], (v.timing["quiet"], [t for t in stamps if t > asked][:5])
     eager = v.timing["timed_windows"][0]  # the first timing: the eager baseline, inside the quiet window
     assert start <= eager[0] <= eager[1] <= end, (eager, v.timing["quiet"])
+
+
+def test_baselines_timed_without_quiet_are_not_cached(rehearse, tmp_path):
+    """Candidate code that does not end (a stuck evaluation, an agent's long command) does not hold every later
+    baseline back for ever: after quiet_wait_s the baselines are timed beside it, for this verdict only."""
+    from cuda_agent.sandbox.gpu import GpuLock
+
+    cache = tmp_path / "cache"
+    hold = GpuLock(cache).candidate_code()
+    v = rehearse(HONEST, cache_dir=cache, quiet_wait_s=0.5)
+    hold.release()
+    assert v.verdict == "correct" and not v.baseline_cached, (v.reasons, v.log)
+    assert v.timing["quiet"]["quiet"] is False and v.timing["quiet"]["waited_s"] >= 0.5, v.timing["quiet"]
+    assert any("quiet_wait_s" in r for r in v.reasons), v.reasons
+    again = rehearse(HONEST, cache_dir=cache, quiet_wait_s=0.5)  # not cached: timed again, quiet this time
+    assert not again.baseline_cached and again.timing["quiet"]["quiet"] is True, again.timing.get("quiet")
+    assert rehearse(HONEST, cache_dir=cache).baseline_cached
 
 
 def _variant(tmp_path, model_new: str):

@@ -57,6 +57,10 @@ class SandboxConfig:
     gpu_memory_wait_s: float = 900.0
     """How long an evaluation waits for other evaluations on its GPU to leave it the memory it expects to
     need (gpu.GpuMemory); after that it goes on without, and ``timing.gpu_memory`` says so."""
+    quiet_wait_s: float = 900.0
+    """How long an evaluation waits, before timing the baselines, for the candidate code of other evaluations on
+    its GPU (and agents' commands) to end (gpu.GpuLock.quiet); after that it times them anyway, does not cache
+    them, and ``timing.quiet`` says so."""
     excessive_speedup: float = 10.0
     """A speedup over eager above this is flagged and re-checked with extra trials."""
     strict: bool = True

@@ -128,6 +128,7 @@ class _Evaluation:
         self.gpu_memory: GpuMemory | None = None  # what this evaluation reserved of the GPU's memory
         self.gpu_need: int | None = None  # what it was expected to need (memory.gpu_need; None: size unknown)
         self.code_hold = None  # held while the candidate's code may run (GpuLock.candidate_code)
+        self.quiet = True  # whether what this evaluation measures for the cache was measured quiet (GpuLock.quiet)
         self.jail = candidate_jail(config)  # how the candidate's worker is confined (None: unconfined)
         self.oom_kills = memory.oom_kills()  # the host's count, to tell the OOM killer's SIGKILL from others
         self._t_mark = time.perf_counter()
@@ -709,7 +710,11 @@ class _Evaluation:
         # quiet: no other evaluation's candidate code (nor an agent's command) runs on this GPU while what is
         # cached for every later evaluation is measured; the GPU lock alone keeps out only harness requests
         try:
-            with self.lock.quiet(), self.lock.exclusive():
+            with self.lock.quiet(cfg.quiet_wait_s) as self.quiet, self.lock.exclusive():
+                if not self.quiet:  # measured all the same, for this verdict only
+                    self.v.add_reason(f"other evaluations' candidate code was still running on this GPU after "
+                                      f"{cfg.quiet_wait_s:.0f} s (quiet_wait_s): the baselines were timed beside it "
+                                      "and are not cached")
                 if not self._bandwidth():
                     return False
                 if self.cached_baseline is not None:
@@ -723,9 +728,9 @@ class _Evaluation:
                 if not self._baselines():
                     return False
         finally:
-            for asked, start, end in self.lock.quiet_holds[-1:]:  # how long it waited for others' candidate code
-                self.v.timing["quiet"] = {"waited_s": round(start - asked, 3), "held_s": round(end - start, 3),
-                                          "window": [round(start, 4), round(end, 4)]}
+            for asked, start, end, quiet in self.lock.quiet_holds[-1:]:  # how long it waited for others' code
+                self.v.timing["quiet"] = {"quiet": quiet, "waited_s": round(start - asked, 3),
+                                          "held_s": round(end - start, 3), "window": [round(start, 4), round(end, 4)]}
         return self._ref_step(lambda: self.ref.request({"op": "drop", "keys": [], "ring": True},
                                                        cfg.run_timeout_s)) is not None
 
@@ -756,11 +761,11 @@ class _Evaluation:
                                      {"eager_iters": eager.n, "compile_iters": compiled.n if compiled else 0,
                                       "eager_warmup": eager.reply.get("warmup"),
                                       "gap_ms": eager.gap_ms})
-            if cfg.use_baseline_cache:
+            if cfg.use_baseline_cache and self.quiet:  # not quiet: for this verdict only
                 store.put(self.baseline)
-                if self.baseline_claim is not None:
-                    self.baseline_claim.close()  # waiting evaluations of this task read it now
-                    self.baseline_claim = None
+            if self.baseline_claim is not None:
+                self.baseline_claim.close()  # waiting evaluations of this task read it now (or time their own)
+                self.baseline_claim = None
         v.eager_ms, v.compile_ms = self.baseline.eager_ms, self.baseline.compile_ms
         v.baseline_s = round(time.perf_counter() - t0, 4)
         return True
@@ -786,7 +791,7 @@ class _Evaluation:
             return True
         self.measured_gbs = r["gbs"]
         v.timing["bandwidth"] = r
-        if cfg.use_baseline_cache:
+        if cfg.use_baseline_cache and self.quiet:
             self.store.put_bandwidth(v.gpu, v.torch_version, r["gbs"], r)
         return True
 

@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import functools
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -19,6 +20,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 ARCH_SPECIFIC = {"9.0": "90a", "10.0": "100a"}
@@ -52,6 +55,20 @@ class GpuInfo:
 @functools.cache
 def list_gpus() -> tuple[GpuInfo, ...]:
     """The GPUs nvidia-smi reports, honoring CUDA_VISIBLE_DEVICES by index or UUID."""
+    gpus = all_gpus()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        chosen = []
+        for tok in (t.strip() for t in visible.split(",") if t.strip()):
+            match = [g for g in gpus if str(g.index) == tok or g.uuid.startswith(tok)]
+            chosen.extend(match[:1])
+        gpus = tuple(GpuInfo(i, g.name, g.compute_cap, g.uuid, g.memory_mb) for i, g in enumerate(chosen))
+    return gpus
+
+
+@functools.cache
+def all_gpus() -> tuple[GpuInfo, ...]:
+    """Every GPU nvidia-smi reports, whatever CUDA_VISIBLE_DEVICES says."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return ()
@@ -69,13 +86,6 @@ def list_gpus() -> tuple[GpuInfo, ...]:
         if len(parts) in (4, 5):
             mem = int(parts[4]) if len(parts) == 5 and parts[4].isdigit() else 0
             gpus.append(GpuInfo(int(parts[0]), parts[1], parts[2], parts[3], mem))
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        chosen = []
-        for tok in (t.strip() for t in visible.split(",") if t.strip()):
-            match = [g for g in gpus if str(g.index) == tok or g.uuid.startswith(tok)]
-            chosen.extend(match[:1])
-        gpus = [GpuInfo(i, g.name, g.compute_cap, g.uuid, g.memory_mb) for i, g in enumerate(chosen)]
     return tuple(gpus)
 
 
@@ -116,14 +126,31 @@ def no_gpu_reason() -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def _rw(main: Path, gate: Path, exclusive: bool) -> Iterator[None]:
-    """A readers-writer flock on ``main``; whoever waits for it exclusive holds ``gate`` meanwhile (and while
-    it holds it), so that new sharers queue behind a waiting writer and it cannot starve."""
-    with open(gate, "a") as g, open(main, "a") as m:
-        fcntl.flock(g, fcntl.LOCK_EX)
+def _flock(f, op: int, deadline: float | None) -> None:
+    """flock ``f``; with a ``deadline`` (time.monotonic), polled until then, and TimeoutError after."""
+    if deadline is None:
+        fcntl.flock(f, op)
+        return
+    while True:
         try:
-            fcntl.flock(m, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            fcntl.flock(f, op | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise TimeoutError from None
+            time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def _rw(main: Path, gate: Path, exclusive: bool, wait_s: float | None = None) -> Iterator[None]:
+    """A readers-writer flock on ``main``; whoever waits for it exclusive holds ``gate`` meanwhile (and while
+    it holds it), so that new sharers queue behind a waiting writer and it cannot starve. With ``wait_s``,
+    TimeoutError when it is not had by then."""
+    deadline = None if wait_s is None else time.monotonic() + wait_s
+    with open(gate, "a") as g, open(main, "a") as m:
+        _flock(g, fcntl.LOCK_EX, deadline)
+        try:
+            _flock(m, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, deadline)
             if not exclusive:
                 fcntl.flock(g, fcntl.LOCK_UN)
             try:
@@ -172,8 +199,9 @@ class GpuLock:
         (benchmarks/bench_throughput.py)."""
         self.setup_holds: list[tuple[float, float]] = []
         """(start, end) of the shared holds taken with ``busy=False``, not counted as GPU use."""
-        self.quiet_holds: list[tuple[float, float, float]] = []
-        """(asked, start, end) of every :meth:`quiet` hold: how long it waited for candidate code to end."""
+        self.quiet_holds: list[tuple[float, float, float, bool]] = []
+        """(asked, start, end, quiet) of every :meth:`quiet`: how long it waited for candidate code to end, and
+        whether it did (False: it gave up waiting at ``start``)."""
 
     @property
     def held_s(self) -> float:
@@ -217,16 +245,22 @@ class GpuLock:
         return CodeHold(self.code, self.code_gate)
 
     @contextlib.contextmanager
-    def quiet(self) -> Iterator[None]:
+    def quiet(self, wait_s: float | None = None) -> Iterator[bool]:
         """No candidate code and no agent command may run on this GPU meanwhile: waits until every
-        :meth:`candidate_code` hold is released, and keeps new ones out. Take it before the GPU lock."""
+        :meth:`candidate_code` hold is released, and keeps new ones out. Take it before the GPU lock. Yields
+        True when held; False (not held) when that took longer than ``wait_s``."""
         asked = time.time()
-        with _rw(self.code, self.code_gate, exclusive=True):
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(_rw(self.code, self.code_gate, exclusive=True, wait_s=wait_s))
+                quiet = True
+            except TimeoutError:
+                quiet = False
             start = time.time()
             try:
-                yield
+                yield quiet
             finally:
-                self.quiet_holds.append((asked, start, time.time()))
+                self.quiet_holds.append((asked, start, time.time(), quiet))
 
 
 class CodeHold:
@@ -244,10 +278,10 @@ class CodeHold:
         groups = list(groups)
 
         def when_gone() -> None:
-            deadline = time.monotonic() + wait_s
-            while groups and _groups_alive(groups) and time.monotonic() < deadline:
-                time.sleep(0.02)
-            self._hold.close()
+            try:
+                wait_gone(groups, wait_s)
+            finally:  # whatever happens: a hold left behind would keep every later baseline waiting
+                self._hold.close()
 
         if background:
             threading.Thread(target=when_gone, name="code-hold", daemon=True).start()
@@ -262,17 +296,35 @@ class CodeHold:
 
 
 def every_gpu_code_hold(cache_dir: Path) -> contextlib.ExitStack:
-    """Shared holds on the candidate-code lock (:meth:`GpuLock.candidate_code`) of every GPU: those visible
-    here and those that evaluations with this cache have used (their lock files), taken in the order of their
-    names. For code that may use any GPU it sees, such as a command of the agent's ``bash``."""
+    """Shared holds on the candidate-code lock (:meth:`GpuLock.candidate_code`) of every GPU: every GPU on the
+    host (CUDA_VISIBLE_DEVICES aside: a command can change it) and every one that evaluations with this cache
+    have used (their lock files), taken in the order of their names. For code that may use any GPU on the
+    host, such as a command of the agent's ``bash``."""
     lock_dir = Path(cache_dir) / "locks"
     lock_dir.mkdir(parents=True, exist_ok=True)
-    keys = {gpu_key(d) for d in range(max(1, len(list_gpus())))}
+    keys = {g.uuid for g in all_gpus()} or {gpu_key(0)}
     keys |= {f.name[len("gpu-"):-len(".code.lock")] for f in lock_dir.glob("gpu-*.code.lock")}
     holds = contextlib.ExitStack()
-    for key in sorted(keys):
-        holds.enter_context(_rw(lock_dir / f"gpu-{key}.code.lock", lock_dir / f"gpu-{key}.code.gate", exclusive=False))
+    try:
+        for key in sorted(keys):
+            holds.enter_context(_rw(lock_dir / f"gpu-{key}.code.lock", lock_dir / f"gpu-{key}.code.gate",
+                                    exclusive=False))
+    except BaseException:
+        holds.close()
+        raise
     return holds
+
+
+def wait_gone(groups: list[int], wait_s: float) -> bool:
+    """Wait until no process is left in the process groups ``groups``, at most ``wait_s`` seconds: whether
+    none is (a SIGKILLed process's threads, and the kernels it queued, end with the process, not the signal)."""
+    deadline = time.monotonic() + wait_s
+    while groups and _groups_alive(groups):
+        if time.monotonic() >= deadline:
+            log.warning("processes of groups %s still alive %.0f s after they were killed", groups, wait_s)
+            return False
+        time.sleep(0.02)
+    return True
 
 
 class GpuMemory:

@@ -163,7 +163,7 @@ def _ncu(solution: Solution, built, cand_msg: dict, env: dict, config: SandboxCo
          kernels: list[str], lock: GpuLock) -> list[dict]:
     """Nsight Compute on the candidate's top kernels (a few launches each), as rows of metrics. Confined
     like any candidate worker: ncu writes its report into the worker's own scratch. Its replays hold the GPU
-    lock exclusive, as a timing does (they would slow another evaluation's timing as much)."""
+    lock shared: no other evaluation's timing runs beside them (their trials may)."""
     ncu = shutil.which("ncu")
     if ncu is None or not kernels:
         return [{"note": "ncu not found"}] if ncu is None else []
@@ -180,7 +180,7 @@ def _ncu(solution: Solution, built, cand_msg: dict, env: dict, config: SandboxCo
         out_csv = Path(worker.scratch) / "ncu.csv"
         cand_msg = {**cand_msg, "solution": stage_candidate(solution, built, worker)}
     try:
-        with lock.exclusive():
+        with lock.shared():
             worker.request(cand_msg, config.run_timeout_s * 4)
             worker.request({"op": "prepare_timing", "target": "model", **{**timing, "max_iters": 2}},
                            config.run_timeout_s * 4)

@@ -18,7 +18,7 @@ import subprocess
 import time
 
 from ...sandbox.confine import SECRET, Jail
-from ...sandbox.gpu import every_gpu_code_hold
+from ...sandbox.gpu import every_gpu_code_hold, wait_gone
 from . import Tool, ToolResult, obj, truncate
 
 WORKSPACE = "/workspace"
@@ -60,9 +60,17 @@ class Bash(Tool):
         environ = scrubbed_env(home)
         if cwd is None:  # confined: the jail's /tmp, not a host TMPDIR it does not mount
             environ["TMPDIR"] = "/tmp"
-        # a command may run kernels on any GPU it sees: no evaluation times a baseline meanwhile (GpuLock.quiet)
+        # A command may run kernels on any GPU of the host: no evaluation times a baseline while it runs
+        # (GpuLock.quiet), and it waits while one does. What it left running in its process group is killed
+        # when it ends (in a jail its PID namespace ends it anyway), and the hold lasts until that is gone.
+        t0 = time.perf_counter()
         with every_gpu_code_hold(env.config.sandbox.cache_dir):
-            return self._run(argv, cwd, environ, timeout, limits)
+            waited = time.perf_counter() - t0
+            r = self._run(argv, cwd, environ, timeout, limits)
+        if waited >= 1.0:  # said, so that a slow command is not read as the command's own doing
+            r.output = f"[waited {waited:.0f} s to start: another evaluation was timing its baselines]\n{r.output}"
+        r.info["waited_s"] = round(waited, 3)
+        return r
 
     def _run(self, argv, cwd, environ, timeout, limits) -> ToolResult:
         t0 = time.perf_counter()
@@ -82,6 +90,9 @@ class Bash(Tool):
             except subprocess.TimeoutExpired:  # a child left the group and holds the pipe
                 out = b""
             timed_out = True
+        finally:
+            _kill(proc)
+            wait_gone([proc.pid], 10.0)
         text = out.decode(errors="replace")
         text = truncate(text, limits.max_output_chars)
         took = time.perf_counter() - t0
