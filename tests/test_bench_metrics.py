@@ -111,3 +111,28 @@ def test_gpu_busy_is_the_lock_union_over_the_time_evaluations_ran_per_gpu():
     assert (b.lock_s, b.running_s, b.gpus) == (6 + 5 + 4, 12 + 10 + 4, 2)
     assert b.share == pytest.approx(15 / 26)
     assert gpu_busy([res("cpu", 0, 1, [])]).share is None
+
+
+def test_quiet_waits_sum_what_timing_the_baselines_quiet_cost_a_run():
+    from cuda_agent.bench.metrics import quiet_waits
+    from cuda_agent.bench.store import Result
+
+    def res(quiet):
+        return Result("t", 0, "evaluated", {"timing": {"quiet": quiet} if quiet else {}})
+
+    q = quiet_waits([res({"quiet": True, "waited_s": 2.5}), res({"quiet": False, "waited_s": 900.0}), res(None),
+                     res({"quiet": True, "waited_s": 0.0})])
+    assert (q.timed, q.waited_s, q.max_s, q.not_quiet) == (3, 902.5, 900.0, 1)
+    assert quiet_waits([res(None)]).timed == 0
+
+
+def test_the_report_says_what_the_quiet_baselines_cost():
+    from types import SimpleNamespace
+
+    from cuda_agent.bench.report import busy_lines
+    from cuda_agent.bench.store import Result
+
+    timing = {"gpu_lock_intervals": [(1, 2)], "quiet": {"quiet": False, "waited_s": 900.0}}
+    lines = busy_lines(SimpleNamespace(results=[Result("t", 0, "evaluated", {"timing": timing}, lane="gpu0.0",
+                                                       started=0, finished=10)]))
+    assert len(lines) == 2 and "waiting 900 s in all" in lines[1] and "1 gave up waiting" in lines[1], lines

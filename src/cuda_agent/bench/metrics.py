@@ -286,6 +286,25 @@ def gpu_busy(results: Iterable[Any]) -> GpuBusy:
     return GpuBusy(share, round(lock_s, 1), round(running_s, 1), len(running))
 
 
+@dataclass
+class QuietWaits:
+    timed: int
+    """Attempts that timed their baselines (a cache miss)."""
+    waited_s: float
+    """Seconds they waited, in all, for other evaluations' candidate code on their GPU to end (GpuLock.quiet)."""
+    max_s: float
+    not_quiet: int
+    """Attempts that gave up waiting (quiet_wait_s): their baselines were timed beside it and not cached."""
+
+
+def quiet_waits(results: Iterable[Any]) -> QuietWaits:
+    """What timing the baselines quiet cost a run (verdicts' ``timing.quiet``)."""
+    waits = [q for q in ((r.verdict.get("timing") or {}).get("quiet") for r in results) if isinstance(q, dict)]
+    seconds = [float(q.get("waited_s") or 0.0) for q in waits]
+    return QuietWaits(len(waits), round(sum(seconds), 1), round(max(seconds, default=0.0), 1),
+                      sum(q.get("quiet") is False for q in waits))
+
+
 def calibrated_share(rows: Sequence[CalibrationRow]) -> float:
     """Tasks whose speed-up vs eager lies within 1.00 +- 0.03, over all tasks (a failed one is not)."""
     return sum(r.within for r in rows) / len(rows) if rows else 0.0

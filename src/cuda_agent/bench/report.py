@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .metrics import (BASELINES, CALIBRATION_TOLERANCE, DEFINITIONS, FAST_P, NO_SOLUTION, ROOFLINE_KEYS,
-                      CalibrationRow, Summary, calibrated_share, calibration_row, gpu_busy, roofline_fraction,
-                      split_name, summarize_levels, verdict_category)
+                      CalibrationRow, Summary, calibrated_share, calibration_row, gpu_busy, quiet_waits,
+                      roofline_fraction, split_name, summarize_levels, verdict_category)
 from .store import Result, load_run
 
 VERDICT_ORDER = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "harness_error",
@@ -226,8 +226,14 @@ def busy_lines(run: RunData) -> list[str]:
     b = gpu_busy(run.results)
     if b.share is None:
         return []
-    return [f"- GPU-busy share: {pct(b.share)} (the GPU lock held {b.lock_s:.0f} s of the {b.running_s:.0f} s in which "
-            f"evaluations ran, {b.gpus} GPU{'s' if b.gpus > 1 else ''})"]
+    lines = [f"- GPU-busy share: {pct(b.share)} (the GPU lock held {b.lock_s:.0f} s of the {b.running_s:.0f} s in "
+             f"which evaluations ran, {b.gpus} GPU{'s' if b.gpus > 1 else ''})"]
+    q = quiet_waits(run.results)
+    if q.timed:
+        lines.append(f"- baselines timed quiet: {q.timed} attempts timed them, waiting {q.waited_s:.0f} s in all "
+                     f"(at most {q.max_s:.0f} s) for other evaluations' candidate code on their GPU to end"
+                     + (f"; {q.not_quiet} gave up waiting (timed beside it, not cached)" if q.not_quiet else ""))
+    return lines
 
 
 def first_reason(r: Result) -> str:
