@@ -35,6 +35,9 @@ def one(task: Path, cache: Path, flags: list[str]) -> dict:
     except json.JSONDecodeError:
         return {"error": (p.stdout + p.stderr)[-1500:], "wall_s": wall}
     return {"wall_s": wall, "eval_s": v.get("eval_s"), "verdict": v.get("verdict"),
+            # the candidate (the task's own Model) against the cached eager baseline: does confinement slow the
+            # timed calls themselves? (level 3's launch-bound models came out at 0.56-0.83 in the calibration)
+            "ms": v.get("ms"), "eager_ms": v.get("eager_ms"), "speedup_vs_eager": v.get("speedup_vs_eager"),
             "phases_s": (v.get("timing") or {}).get("phases_s"),
             "confinement": v.get("confinement", {}).get("mechanism"),
             "landlock": (v.get("confinement", {}).get("landlock") or {}).get("signals"),
@@ -64,6 +67,7 @@ def main() -> None:
             ok = [r for r in runs[mode] if "error" not in r]
             row[f"{mode}_wall_s"] = round(statistics.median(r["wall_s"] for r in ok), 3) if ok else None
             row[f"{mode}_eval_s"] = round(statistics.median(r["eval_s"] for r in ok), 3) if ok else None
+            row[f"{mode}_speedups"] = [r.get("speedup_vs_eager") for r in ok]
             # where the time goes (the verdict's own phases): confinement acts on the workers' start and on
             # system calls, so a real cost shows in the setup phases, while the GPU phase carries the noise
             phases = [r["phases_s"] for r in ok if r.get("phases_s")]

@@ -27,6 +27,7 @@
 #   levels-cached - (issue 15) after roofline-levels on the same machine: level 1 calibrated again with every
 #              baseline cached, for the GPU-busy share without compiles; exports the baselines (LEVELS_BASELINES=F
 #              imports such an export on a fresh machine instead)
+#   launch-bound - (~5 min, issue 15) level 3's launch-bound calibration misses, one lane, confined vs unconfined
 #   clock-gap - (~1 min) wall - events of honest calls (spin, copies, elementwise, swish) in 6 fresh processes: does clock
 #              1's gap curve predict them? (benchmarks/probe/clock_gap.py)
 #   placement - (~1 min) does the GEMM's flushed time depend on where its operands land? 3 processes
@@ -121,6 +122,14 @@ case "$stage" in
     timeout 540 python3 benchmarks/confinement_cost.py --kernelbench third_party/KernelBench/KernelBench \
       --tasks 2/1,1/40,3/1 --reps 3 \
       --out "$OUT/confinement_cost.json" 2>&1 | tee "$OUT/confinement_cost.log" | tail -8 ;;
+  launch-bound)
+    # (issue 15) level 3's launch-bound models missed calibration (L3_19 0.559, L3_20 0.766, L3_23 0.825, the
+    # candidate slower): one lane, no neighbour; each task's candidate timed confined and unconfined (ABBA)
+    # against one cached eager. Confined alone below 1: confinement slows the calls; both near 1: it was the
+    # two lanes' contention (~5 min)
+    timeout 540 python3 benchmarks/confinement_cost.py --kernelbench third_party/KernelBench/KernelBench \
+      --tasks 3/19,3/20,3/23 --reps 2 \
+      --out "$OUT/launch_bound.json" 2>&1 | tee "$OUT/launch_bound.log" | tail -8 ;;
   rules)
     # issue 16: the KernelBench-style corpus through bench under both rule sets, with their reports
     # (two benches of 23 attempts; one at a time per GPU, the second was cut off at 250 s)
