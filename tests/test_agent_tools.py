@@ -218,6 +218,29 @@ def test_no_baseline_is_timed_while_a_bash_command_runs(env):
     assert got[0] >= float(r.output.split()[0]) - 0.05, (got, r.output)
 
 
+@pytest.mark.parametrize("isolation", ["confined", "none"])
+def test_what_a_bash_command_leaves_running_ends_with_it(env, isolation):
+    """A job left in the command's process group (detached from its output) could otherwise run kernels after the
+    command's hold on the GPUs ended (GpuLock.candidate_code): it is killed when the command ends. Confined, its PID
+    namespace ends it; unconfined (--unsafe-no-isolation), the tool kills the group."""
+    if isolation == "none":
+        env.config.sandbox.isolation = "none"
+    marker = f"ca_left_{os.getpid()}_{isolation}"
+    r = env.execute("bash", {"command": f"(exec -a {marker} sleep 30) >/dev/null 2>&1 & echo started"})
+    assert r.ok and "started" in r.output, r.output
+
+    def alive():
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if marker.encode() in open(f"/proc/{pid}/cmdline", "rb").read():
+                    return True
+            except OSError:
+                pass
+        return False
+
+    assert not alive()
+
+
 def test_bash_output_is_truncated(env):
     r = env.execute("bash", {"command": "yes 0123456789 | head -c 100000"})
     assert "characters cut" in r.output and len(r.output) < env.config.limits.max_output_chars + 200
