@@ -200,7 +200,7 @@ def test_no_baseline_is_timed_while_a_bash_command_runs(env):
 
         lock = GpuLock(cache, 0)
         with open(lock.code, "a") as f:  # wait until the command holds it
-            for _ in range(400):
+            for _ in range(3000):
                 try:
                     fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     fcntl.flock(f, fcntl.LOCK_UN)

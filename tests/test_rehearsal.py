@@ -168,7 +168,7 @@ def test_baselines_timed_without_quiet_are_not_cached(rehearse, tmp_path):
     assert v.verdict == "correct" and not v.baseline_cached, (v.reasons, v.log)
     assert v.timing["quiet"]["quiet"] is False and v.timing["quiet"]["waited_s"] >= 0.5, v.timing["quiet"]
     assert any("quiet_wait_s" in r for r in v.reasons), v.reasons
-    again = rehearse(HONEST, cache_dir=cache, quiet_wait_s=0.5)  # not cached: timed again, quiet this time
+    again = rehearse(HONEST, cache_dir=cache)  # not cached: timed again, quiet this time
     assert not again.baseline_cached and again.timing["quiet"]["quiet"] is True, again.timing.get("quiet")
     assert rehearse(HONEST, cache_dir=cache).baseline_cached
 
