@@ -712,9 +712,10 @@ class _Evaluation:
         try:
             with self.lock.quiet(cfg.quiet_wait_s) as self.quiet, self.lock.exclusive():
                 if not self.quiet:  # measured all the same, for this verdict only
+                    what = "the copy bandwidth was" if self.cached_baseline is not None else "the baselines were"
                     self.v.add_reason(f"other evaluations' candidate code was still running on this GPU after "
-                                      f"{cfg.quiet_wait_s:.0f} s (quiet_wait_s): the baselines were timed beside it "
-                                      "and are not cached")
+                                      f"{cfg.quiet_wait_s:.0f} s (quiet_wait_s): {what} measured beside it"
+                                      + (" and not cached" if cfg.use_baseline_cache else ""))
                 if not self._bandwidth():
                     return False
                 if self.cached_baseline is not None:

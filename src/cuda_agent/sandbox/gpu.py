@@ -7,6 +7,7 @@ process never holds a CUDA context it does not need.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import functools
@@ -263,6 +264,17 @@ class GpuLock:
                 self.quiet_holds.append((asked, start, time.time(), quiet))
 
 
+_releasing: set[threading.Thread] = set()
+"""Background releases (:meth:`CodeHold.release`) still waiting for processes to go: the process joins them
+before it exits, since its exit would drop their locks at once."""
+
+
+@atexit.register
+def _finish_releases() -> None:
+    for t in list(_releasing):
+        t.join(15.0)
+
+
 class CodeHold:
     """A shared hold on a GPU's candidate-code lock (:meth:`GpuLock.candidate_code`), taken when made. Its
     :meth:`release` can wait until the processes that ran the code are gone: a SIGKILLed worker's threads,
@@ -282,9 +294,12 @@ class CodeHold:
                 wait_gone(groups, wait_s)
             finally:  # whatever happens: a hold left behind would keep every later baseline waiting
                 self._hold.close()
+                _releasing.discard(threading.current_thread())
 
         if background:
-            threading.Thread(target=when_gone, name="code-hold", daemon=True).start()
+            t = threading.Thread(target=when_gone, name="code-hold", daemon=True)
+            _releasing.add(t)
+            t.start()
         else:
             when_gone()
 
@@ -295,11 +310,12 @@ class CodeHold:
         self.release()
 
 
-def every_gpu_code_hold(cache_dir: Path) -> contextlib.ExitStack:
+def every_gpu_code_hold(cache_dir: Path, wait_s: float | None = None) -> contextlib.ExitStack:
     """Shared holds on the candidate-code lock (:meth:`GpuLock.candidate_code`) of every GPU: every GPU on the
     host (CUDA_VISIBLE_DEVICES aside: a command can change it) and every one that evaluations with this cache
     have used (their lock files), taken in the order of their names. For code that may use any GPU on the
-    host, such as a command of the agent's ``bash``."""
+    host, such as a command of the agent's ``bash``. TimeoutError (none held) when they take over ``wait_s``."""
+    deadline = None if wait_s is None else time.monotonic() + wait_s
     lock_dir = Path(cache_dir) / "locks"
     lock_dir.mkdir(parents=True, exist_ok=True)
     keys = {g.uuid for g in all_gpus()} or {gpu_key(0)}
@@ -307,8 +323,9 @@ def every_gpu_code_hold(cache_dir: Path) -> contextlib.ExitStack:
     holds = contextlib.ExitStack()
     try:
         for key in sorted(keys):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
             holds.enter_context(_rw(lock_dir / f"gpu-{key}.code.lock", lock_dir / f"gpu-{key}.code.gate",
-                                    exclusive=False))
+                                    exclusive=False, wait_s=left))
     except BaseException:
         holds.close()
         raise

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import time
 
-from ...sandbox.confine import SECRET, Jail
+from ...sandbox.confine import SECRET, Jail, read_status
 from ...sandbox.gpu import every_gpu_code_hold, wait_gone
 from . import Tool, ToolResult, obj, truncate
 
@@ -52,60 +52,86 @@ class Bash(Tool):
         if timeout <= 0:
             return ToolResult("timeout must be positive", ok=False)
         root = str(env.workspace.root)
-        argv, cwd, home = ["bash", "-c", args["command"]], root, root
+        argv, cwd, home, status = ["bash", "-c", args["command"]], root, root, None
         if env.config.sandbox.isolation != "none":
+            # bwrap says on this pipe which process is the jail's init: its session holds every process of the
+            # command, and it lives until the jail's PID namespace is empty
+            status = list(os.pipe())  # [read, write]; an entry is None once closed
             jail = Jail(gpu=True, binds={root: WORKSPACE}, hidden=[str(env.config.sandbox.cache_dir)])
-            argv = jail.command(argv, scratch=None, cwd=WORKSPACE)
+            argv = jail.command(argv, scratch=None, cwd=WORKSPACE, status_fd=status[1])
             cwd, home = None, WORKSPACE
         environ = scrubbed_env(home)
         if cwd is None:  # confined: the jail's /tmp, not a host TMPDIR it does not mount
             environ["TMPDIR"] = "/tmp"
         # A command may run kernels on any GPU of the host: no evaluation times a baseline while it runs
-        # (GpuLock.quiet), and it waits while one does. What it left running in its process group is killed
-        # when it ends (in a jail its PID namespace ends it anyway), and the hold lasts until that is gone.
+        # (GpuLock.quiet), and it waits (at most its own timeout) while one does. What it left running is killed
+        # when it ends, and the hold lasts until all of it is gone.
         t0 = time.perf_counter()
-        with every_gpu_code_hold(env.config.sandbox.cache_dir):
-            waited = time.perf_counter() - t0
-            r = self._run(argv, cwd, environ, timeout, limits)
+        try:
+            with every_gpu_code_hold(env.config.sandbox.cache_dir, wait_s=timeout):
+                waited = time.perf_counter() - t0
+                r = self._run(argv, cwd, environ, timeout, limits, status)
+        except TimeoutError:
+            return ToolResult(f"[not run: the GPU was kept for another evaluation's baseline timing for {timeout:.0f} s "
+                              "(this command's timeout); try again]", ok=False, info={"exit_code": None})
+        finally:
+            for fd in status or ():
+                if fd is not None:
+                    _close(fd)
         if waited >= 1.0:  # said, so that a slow command is not read as the command's own doing
             r.output = f"[waited {waited:.0f} s to start: another evaluation was timing its baselines]\n{r.output}"
         r.info["waited_s"] = round(waited, 3)
         return r
 
-    def _run(self, argv, cwd, environ, timeout, limits) -> ToolResult:
+    def _run(self, argv, cwd, environ, timeout, limits, status) -> ToolResult:
         t0 = time.perf_counter()
         try:
-            proc = subprocess.Popen(argv, cwd=cwd, env=environ,
+            proc = subprocess.Popen(argv, cwd=cwd, env=environ, pass_fds=(status[1],) if status else (),
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     start_new_session=True)
         except (ValueError, OSError) as e:  # e.g. a NUL byte in the command
             return ToolResult(f"cannot run this command: {e}", ok=False)
+        if status:
+            _close(status[1])  # bwrap has its own copy
+            status[1] = None
+        groups = [proc.pid]
         try:
             out, _ = proc.communicate(timeout=timeout)
             timed_out = False
         except subprocess.TimeoutExpired:
-            _kill(proc)
+            _kill(proc.pid)
             try:
                 out, _ = proc.communicate(timeout=5)
             except subprocess.TimeoutExpired:  # a child left the group and holds the pipe
                 out = b""
             timed_out = True
         finally:
-            _kill(proc)
-            wait_gone([proc.pid], 10.0)
+            if status:
+                init = read_status(status[0], bytearray()).get("child-pid")
+                groups += [init] if isinstance(init, int) and init > 1 else []
+            for group in groups:
+                _kill(group)
+            wait_gone(groups, 10.0)
         text = out.decode(errors="replace")
         text = truncate(text, limits.max_output_chars)
         took = time.perf_counter() - t0
         if timed_out:
             return ToolResult(f"{text}\n[killed after {timeout:.0f} s timeout]", ok=False,
                               info={"exit_code": None, "s": round(took, 3)})
-        status = f"[exit code {proc.returncode}]"
-        return ToolResult(f"{text}\n{status}" if text else status, ok=proc.returncode == 0,
+        status_line = f"[exit code {proc.returncode}]"
+        return ToolResult(f"{text}\n{status_line}" if text else status_line, ok=proc.returncode == 0,
                           info={"exit_code": proc.returncode})
 
 
-def _kill(proc: subprocess.Popen) -> None:
+def _close(fd: int) -> None:
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def _kill(group: int) -> None:
+    try:
+        os.killpg(group, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
