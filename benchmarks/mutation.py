@@ -474,7 +474,6 @@ def main(argv: list[str] | None = None) -> int:
     (work / "mutants" / "src").mkdir(parents=True, exist_ok=True)
     if args.tier:
         return direct(args, work, env, modules, deselect)
-
     t0 = time.time()
     names = args.rerun.read_text().split() if args.rerun else []
     proc = subprocess.Popen([*MUTMUT, "run", "--max-children", str(args.children), *names], cwd=work, env=env,

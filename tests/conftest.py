@@ -59,3 +59,21 @@ def within(seconds: float, fn):
     assert not t.is_alive(), f"still running after {seconds} s"
     assert "result" in box, "raised (see the thread's traceback above)"
     return box["result"]
+
+
+def wait_until_locked(path, timeout_s: float = 60.0, stop=None) -> bool:
+    """Wait until some other open file holds an flock on ``path``: True once one does; False after ``timeout_s``,
+    or once ``stop`` (a threading.Event) is set."""
+    import fcntl
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    with open(path, "a") as f:
+        while time.monotonic() < deadline and not (stop is not None and stop.is_set()):
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(f, fcntl.LOCK_UN)
+                time.sleep(0.01)
+            except BlockingIOError:
+                return True
+    return False

@@ -16,7 +16,7 @@ from cuda_agent.agent.tools import validate_args
 from cuda_agent.agent.workspace import starter_model_new
 
 from .agent_support import THREAD_MODEL_NEW, config, tiny_task
-from .conftest import within
+from .conftest import wait_until_locked, within
 
 
 @pytest.fixture
@@ -198,17 +198,8 @@ def test_no_baseline_is_timed_while_a_bash_command_runs(env):
     done = threading.Event()
 
     def timer():
-        import fcntl
-
         lock = GpuLock(cache, 0)
-        with open(lock.code, "a") as f:  # wait until the command holds it
-            while not done.is_set():
-                try:
-                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    fcntl.flock(f, fcntl.LOCK_UN)
-                    time.sleep(0.01)
-                except BlockingIOError:
-                    break
+        wait_until_locked(lock.code, stop=done)  # until the command holds it (or has ended)
         with lock.quiet():
             got.append(time.time())
 

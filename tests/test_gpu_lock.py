@@ -5,6 +5,8 @@ import time
 
 from cuda_agent.sandbox.gpu import GpuLock
 
+from .conftest import wait_until_locked
+
 
 def test_sharers_overlap_a_timer_waits_and_every_hold_is_recorded(tmp_path):
     a, b, c = GpuLock(tmp_path), GpuLock(tmp_path), GpuLock(tmp_path)
@@ -75,7 +77,7 @@ def test_quiet_waits_for_every_candidate_code_hold_and_new_holds_queue_behind_it
 
     t = threading.Thread(target=timer)
     t.start()
-    _until_locked(q.code_gate)  # the timer waits, holding the gate
+    assert wait_until_locked(q.code_gate)  # the timer waits, holding the gate
     first.release()
     time.sleep(0.2)
     assert not events  # one hold is left
@@ -136,19 +138,3 @@ def test_quiet_gives_up_after_its_wait_and_says_so(tmp_path):
         assert quiet is True
     with GpuLock(tmp_path).candidate_code():  # the gate was let go after giving up
         pass
-
-
-def _until_locked(path, timeout_s: float = 60.0) -> None:
-    """Wait until some other open file holds a lock on ``path``."""
-    import fcntl
-
-    deadline = time.monotonic() + timeout_s
-    with open(path, "a") as f:
-        while time.monotonic() < deadline:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                fcntl.flock(f, fcntl.LOCK_UN)
-                time.sleep(0.01)
-            except BlockingIOError:
-                return
-    raise AssertionError(f"{path} was never locked")

@@ -27,7 +27,7 @@ import sys
 def child(calls: int) -> dict:
     import torch
 
-    from cuda_agent.sandbox.timing import L2Flusher, time_once
+    from cuda_agent.sandbox.timing import L2Flusher, spin_cycles_per_ms, time_once
 
     dev = torch.device("cuda")
     flush = L2Flusher(dev)
@@ -42,8 +42,7 @@ def child(calls: int) -> dict:
         return [round(statistics.median(g for g, _ in s), 5), round(statistics.median(w - g for g, w in s), 5)]
 
     out = {"add": measure(lambda: x[:1024].add_(1.0))}
-    probe = sorted(time_once(lambda: torch.cuda._sleep(200_000), [], flush)[0] for _ in range(3))[1]
-    per_ms = 200_000 / probe
+    per_ms = spin_cycles_per_ms(flush)
     one_copy = measure(lambda: b.copy_(a))[0]
     for ms in (0.1, 0.3, 1.0):
         out[f"spin {ms}"] = measure(lambda c=int(ms * per_ms): torch.cuda._sleep(c))

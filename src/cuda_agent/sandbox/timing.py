@@ -218,12 +218,16 @@ def gap_curve(device: torch.device, flush: L2Flusher, n: int = 50,
     sleep = getattr(torch.cuda, "_sleep", None)
     if not ladder or device.type != "cuda" or sleep is None or rehearsal():
         return curve
-    # the GPU clock's cycles per ms, from the median of three 200k-cycle spins
-    probe = sorted(time_once(lambda: sleep(200_000), [], flush)[0] for _ in range(3))[1]
-    cycles_per_ms = 200_000 / max(probe, 1e-3)
+    cycles_per_ms = spin_cycles_per_ms(flush)
     for ms in ladder:
         curve.append(_gap_point(lambda c=int(ms * cycles_per_ms): sleep(c), flush, max(n // 2, 5)))
     return sorted(curve)
+
+
+def spin_cycles_per_ms(flush: L2Flusher) -> float:
+    """The GPU clock's cycles per ms for ``torch.cuda._sleep``, from the median of three 200k-cycle spins."""
+    probe = sorted(time_once(lambda: torch.cuda._sleep(200_000), [], flush)[0] for _ in range(3))[1]
+    return 200_000 / max(probe, 1e-3)
 
 
 def _gap_point(fn, flush: L2Flusher, n: int) -> list[float]:
