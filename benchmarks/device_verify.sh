@@ -170,8 +170,9 @@ case "$stage" in
       > "$OUT/roofline_gpu.log" 2>&1
     grep -E "roofline=|bandwidth=|(PASSED|FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/roofline_gpu.log" | tail -40 ;;
   roofline-levels)
-    # resumes on a fresh machine too: the run directory travels back as $OUT/roofline_levels.tar.gz; put it at
-    # third_party/roofline_levels.tar.gz and carry it (LEVELS_TIMEOUT=S caps the bench, default 520 s)
+    # resumes on a fresh machine too: the state travels back as $OUT/roofline_levels_state.tar.gz; put it at
+    # third_party/roofline_levels.tar.gz and carry it, or name it with LEVELS_STATE (LEVELS_TIMEOUT=S caps the
+    # bench, default 520 s); the baselines compiled so far come back as $OUT/baselines.json
     # level 3's two Mamba2 tasks import einops: `bash benchmarks/device_wheels.sh kernelbench` puts it in .whl/
     ls .whl/einops-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps .whl/einops-*.whl 2>&1 | grep -v WARNING
     # LEVELS_STATE=F resumes from F instead: roofline_levels_state.tar.gz holds only what resume and report read
@@ -187,7 +188,8 @@ case "$stage" in
     tail -5 "$OUT/roofline_levels.log"
     cuda-agent report /tmp/roofline_levels --out /tmp/roofline_levels/report > "$OUT/report_cmd.log" 2>&1
     cp /tmp/roofline_levels/report/{report.md,tasks.md,summary.json,roofline.png} "$OUT/" 2>/dev/null
-    tar -czf "$OUT/roofline_levels.tar.gz" -C /tmp/roofline_levels --exclude=report --exclude='*.so' .
+    # the baselines this run compiled, for `levels-cached` on a fresh machine (LEVELS_BASELINES=F)
+    cuda-agent bench --export-baselines "$OUT/baselines.json" 2>&1 | tail -1
     python3 -c "import sqlite3; sqlite3.connect('/tmp/roofline_levels/results.sqlite').execute('PRAGMA wal_checkpoint(TRUNCATE)')"
     tar -czf "$OUT/roofline_levels_state.tar.gz" -C /tmp/roofline_levels bench.json results.sqlite results.jsonl bench.log
     grep -m1 "GPU-busy" /tmp/roofline_levels/report/report.md
