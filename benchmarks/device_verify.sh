@@ -28,6 +28,8 @@
 #              baseline cached, for the GPU-busy share without compiles; exports the baselines (LEVELS_BASELINES=F
 #              imports such an export on a fresh machine instead)
 #   launch-bound - (~5 min, issue 15) level 3's launch-bound calibration misses, one lane, confined vs unconfined
+#   launch-state - (~4 min) KernelBench L3_23 and L3_19 (launch-bound) timed in fresh processes and states, and L3_23
+#              calibrated twice: does the host's launch rate, not the GPU, set their figure? (benchmarks/probe/launch_state.py)
 #   clock-gap - (~1 min) wall - events of honest calls (spin, copies, elementwise, swish) in 6 fresh processes: does clock
 #              1's gap curve predict them? (benchmarks/probe/clock_gap.py)
 #   placement - (~1 min) does the GEMM's flushed time depend on where its operands land? 3 processes
@@ -215,6 +217,19 @@ case "$stage" in
     timeout 300 python3 benchmarks/probe/worker_state.py $L1/33_BatchNorm.py $L1/78_conv_transposed_2D_asymmetric_input_asymmetric_kernel___padded__.py \
       third_party/KernelBench/KernelBench/level3/36_LSTMHn.py \
       --out "$OUT/worker_state.json" 2>&1 | tee "$OUT/worker_state.log" | tail -20 ;;
+  launch-state)
+    # (~4 min, carry third_party/KernelBench) is a launch-bound model's time set by its process's past? L3_23 and
+    # L3_19 eager in fresh processes, in states (fresh, after the op guard, a kineto trace, torch.compile), with
+    # the host's launch time beside the events; then L3_23 calibrated twice with fresh baselines
+    L3=third_party/KernelBench/KernelBench/level3
+    timeout 330 python3 benchmarks/probe/launch_state.py $L3/23_EfficientNetB1.py $L3/19_MobileNetV1.py --processes 3 \
+      --out "$OUT/launch_state.json" 2>&1 | tee "$OUT/launch_state.log" | tail -8
+    for i in 1 2; do
+      timeout 150 cuda-agent eval $L3/23_EfficientNetB1.py --calibrate --no-baseline-cache --unsafe-no-isolation \
+        --json > "$OUT/l3_23_eval_$i.json" 2> "$OUT/l3_23_eval_$i.err"
+      python3 -c "import json,sys; v=json.load(open(sys.argv[1])); t=v['timing']; print(v['verdict'], \
+        v.get('speedup_vs_eager'), v.get('eager_ms'), t.get('gpu_median_ms'), t.get('host_bound'))" "$OUT/l3_23_eval_$i.json"
+    done ;;
   clock-gap)
     timeout 400 python3 benchmarks/probe/clock_gap.py --processes 6 --out "$OUT/clock_gap.json" 2>&1 | tee "$OUT/clock_gap.log" | tail -8 ;;
   placement)

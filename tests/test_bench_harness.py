@@ -142,6 +142,7 @@ def test_bench_calibrate_runs_each_tasks_own_model_resumes_and_refuses_to_mix(tm
     rows = run.calibration
     assert [r.task for r in rows] == ["L1_1", "L1_2"]
     assert all(r.eval_s > 0 and 0 < r.gpu_phase_share < 1 and r.speedup_vs_eager > 0 for r in rows)
+    assert all(r.host_bound is not None for r in rows)  # the verdicts' timing.host_bound reached the rows
 
     again = Bench(config(calibrate=True)).run()  # resumes: nothing left to do
     assert (again.done_before, again.recorded) == (2, 0)
@@ -159,6 +160,7 @@ def test_bench_calibrate_runs_each_tasks_own_model_resumes_and_refuses_to_mix(tm
     paths = write_report([run], tmp_path / "report")
     md = paths["markdown"].read_text()
     assert "## Calibration: run" in md and "within 1.00 ± 0.03 of eager" in md and "GPU phase share" in md
+    assert "| Host-bound |" in md
     assert "Calibration: run" in paths["html"].read_text()
     cal = json.loads(paths["summary"].read_text())["runs"][0]["calibration"]
     assert cal["tolerance"] == 0.03 and [t["task"] for t in cal["tasks"]] == ["L1_1", "L1_2"]

@@ -136,3 +136,30 @@ def test_the_report_says_what_the_quiet_baselines_cost():
     lines = busy_lines(SimpleNamespace(results=[Result("t", 0, "evaluated", {"timing": timing}, lane="gpu0.0",
                                                        started=0, finished=10)]))
     assert len(lines) == 2 and "waiting 900 s in all" in lines[1] and "1 gave up waiting" in lines[1], lines
+
+
+def test_a_calibration_miss_is_named_host_bound_only_from_the_verdict_s_own_shares():
+    from types import SimpleNamespace
+
+    from cuda_agent.bench.metrics import calibration_row
+    from cuda_agent.bench.report import calibration_cells, calibration_summary
+
+    def verdict(speedup, candidate, eager, threshold=0.9):
+        hb = {"candidate": candidate, "eager": eager, "threshold": threshold}
+        return {"verdict": "correct", "speedup_vs_eager": speedup, "timing": {"host_bound": hb}}
+
+    rows = [calibration_row("L3_19", verdict(0.61, 0.98, 0.95)),   # out, both sides host-bound
+            calibration_row("L3_23", verdict(1.40, 0.5, 0.93)),    # out, eager alone host-bound
+            calibration_row("L1_78", verdict(1.27, 0.4, 0.3)),     # out, not host-bound
+            calibration_row("L3_1", verdict(1.00, 0.99, 0.99)),    # in the band: not named, however bound
+            calibration_row("L2_1", verdict(0.5, None, None)),     # unknown (a baseline cached before)
+            calibration_row("L2_2", {"verdict": "correct", "speedup_vs_eager": 0.5, "timing": {}})]
+    assert [r.host_bound for r in rows] == [True, True, False, True, None, None]
+    assert calibration_row("x", verdict(0.5, 0.89, None)).host_bound is False  # under the threshold
+    assert calibration_row("x", verdict(0.5, 0.95, None, threshold=0.96)).host_bound is False  # the verdict's own
+    assert calibration_row("x", verdict(0.5, True, None)).host_bound is None  # not a share
+    s = calibration_summary(SimpleNamespace(calibration=rows))
+    assert s.startswith("1/6 tasks") and "2 of the 5 outside it host-bound" in s, s
+    assert s.endswith(": L3_19, L3_23"), s
+    assert [calibration_cells(r)[-1] for r in rows] == ["yes", "yes", "no", "yes", "-", "-"]
+    assert "host-bound" not in calibration_summary(SimpleNamespace(calibration=rows[2:3]))

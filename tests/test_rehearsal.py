@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from cuda_agent.sandbox import SandboxConfig, evaluate, load_solution
+from cuda_agent.sandbox import SandboxConfig, evaluate, load_solution, timing
 from cuda_agent.tasks import load_task
 
 from .conftest import SOLUTIONS, TASKS
@@ -88,6 +88,11 @@ def test_the_baselines_are_timed_before_any_of_the_candidates_code_is_loaded(reh
     baselines = 2 if v.compile_ms else 1
     assert len(windows) > baselines and all(end < imported for _, end in windows[:baselines]), (windows, imported)
     assert all(start > imported for start, _ in windows[baselines:]), (windows, imported)
+    # each side's host issue time over its GPU time (timing.HOST_BOUND), eager's kept with the cached baseline
+    hb = v.timing["host_bound"]
+    assert hb["threshold"] == timing.HOST_BOUND and all(isinstance(hb[k], float) and hb[k] > 0 for k in ("candidate", "eager")), hb
+    again = rehearse(HONEST, cache_dir=tmp_path / "cache")
+    assert again.baseline_cached and again.timing["host_bound"]["eager"] == hb["eager"], again.timing["host_bound"]
 
 
 def test_no_other_evaluations_candidate_code_runs_while_a_baseline_is_timed(rehearse, monkeypatch, tmp_path):

@@ -143,7 +143,7 @@ class _Ring:
 def test_run_timed_reports_medians_of_skewed_timings(monkeypatch):
     gpu = iter(SKEWED)
     wall = iter([g + 0.5 for g in SKEWED[::-1]])
-    monkeypatch.setattr(timing, "time_once", lambda fn, ins, flush, after=None: (next(gpu), next(wall)))
+    monkeypatch.setattr(timing, "time_once", lambda fn, ins, flush, after=None, issue=None: (next(gpu), next(wall)))
     r = timing.run_timed(None, _Ring(), None, n_iters=len(SKEWED))
     assert r["n"] == len(SKEWED) and r["gpu_ms"] == SKEWED
     assert r["gpu_median_ms"] == 1.1 == statistics.median(SKEWED)

@@ -2,6 +2,8 @@
 ring's in-place overwrite used by the re-check after timing, and the timed-output checksums (weights, sums,
 precision, devices) with the per-call samples of the timed loop."""
 
+import time
+
 import pytest
 import torch
 
@@ -284,13 +286,15 @@ def _exact(monkeypatch, gpu=(1.0,) * 64, ticks=None):
 
 
 def test_run_timed_reports_each_call_s_gpu_and_wall_time_and_the_inputs_it_used(monkeypatch):
-    _exact(monkeypatch, gpu=[1.0, 3.0, 2.0], ticks=[0.0, 0.25, 1.0, 1.001, 2.0, 2.5])
+    # the host clock per call: before the start event, after the end event is recorded (issue), after the sync
+    _exact(monkeypatch, gpu=[1.0, 3.0, 2.0], ticks=[0.0, 0.1, 0.25, 1.0, 1.0005, 1.001, 2.0, 2.2, 2.5])
     ring = timing.InputRing([[torch.ones(1)], [torch.full((1,), 2.0)]], torch.device("cpu"))
     for _ in range(5):
         ring.next()
     res = timing.run_timed(lambda x: x.clone(), ring, lambda: None, 3, timing.OutputChecksum(1, torch.device("cpu")))
     assert res["gpu_ms"] == [1.0, 3.0, 2.0] and res["gpu_median_ms"] == 2.0 and res["n"] == 3
     assert res["wall_ms"] == pytest.approx([250.0, 1.0, 500.0]) and res["wall_median_ms"] == pytest.approx(250.0)
+    assert res["issue_median_ms"] == pytest.approx(100.0)  # of 100, 0.5 and 200 ms
     assert res["start_step"] == 5 and ring.step == 8
     # steps 6, 7, 8 use sets 1, 0, 1, scaled by refresh_scale(step) in float32
     want = [float(torch.tensor(base * timing.refresh_scale(step), dtype=torch.float32)) ** 2
@@ -379,7 +383,7 @@ def _recording_gpu(monkeypatch, samples):
     """time_once replaced: records (fn, inputs, flush, after) of each call; the k-th returns samples[k]."""
     calls = []
 
-    def time_once(fn, inputs, flush, after=None):
+    def time_once(fn, inputs, flush, after=None, issue=None):
         calls.append((fn, inputs, flush, after))
         return samples[min(len(calls) - 1, len(samples) - 1)]
 
@@ -565,6 +569,42 @@ def test_a_rehearsal_s_host_event_times_between_its_records_in_ms(monkeypatch):
     start.record()
     end.record()
     assert start.elapsed_time(end) == 250.0 and end.elapsed_time(start) == -250.0
+
+
+def test_the_host_s_issue_time_is_read_after_the_end_event_is_recorded_and_before_the_sync(monkeypatch):
+    """With ``issue``, one more host clock reading, between recording the end event and the sync: the host's time
+    to launch the call, which equals the GPU time when the GPU waited for the host (timing.HOST_BOUND)."""
+    log = []
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            pass
+
+        def record(self):
+            log.append("record")
+
+        def elapsed_time(self, other):
+            return 4.0
+
+    ticks = iter([1.0, 1.003, 1.005])
+    monkeypatch.setattr(timing, "_Event", Event)
+    monkeypatch.setattr(timing, "_synchronize", lambda: log.append("sync"))
+    monkeypatch.setattr(timing, "_perf_counter", lambda: log.append("clock") or next(ticks))
+    issue = []
+    g, w = timing.time_once(lambda: log.append("call"), [], lambda: None, issue=issue)
+    assert (g, w) == (4.0, pytest.approx(5.0)) and issue == [pytest.approx(3.0)]
+    assert log == ["sync", "clock", "record", "call", "record", "clock", "sync", "clock"]
+
+
+def test_run_timed_reports_the_median_issue_time_and_the_host_bound_share_reads_it(monkeypatch):
+    monkeypatch.setattr(timing, "_Event", timing._HostEvent)  # no CUDA here: the host clock stands in
+    monkeypatch.setattr(timing, "_synchronize", lambda: None)
+    ring = timing.InputRing([[torch.ones(1)]], torch.device("cpu"))
+    res = timing.run_timed(lambda x: time.sleep(0.002) or x, ring, lambda: None, 3)
+    assert 2.0 <= res["issue_median_ms"] <= res["wall_median_ms"], res
+    assert timing.host_bound_share(1.8, 2.0) == 0.9 and timing.host_bound_share(0.1, 2.0) == 0.05
+    for bad in ((None, 2.0), (1.0, 0.0), (True, 2.0), (float("nan"), 2.0), (1.0, float("inf")), ("1", 2.0)):
+        assert timing.host_bound_share(*bad) is None, bad
 
 
 def test_one_timed_call_flushes_then_records_two_timing_events_around_the_call_only(monkeypatch):

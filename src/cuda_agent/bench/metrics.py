@@ -235,6 +235,10 @@ class CalibrationRow:
     """timing.phases_s.gpu_phase / eval_s: the share of the evaluation spent in the GPU phase"""
     peak_host_rss_mb: Any = None
     peak_gpu_mb: Any = None
+    host_bound: bool | None = None
+    """The candidate's or eager's call was host-bound (the verdict's ``timing.host_bound``: the host's issue time
+    at least its threshold share of the GPU time), so its figure measures the host's launch rate as much as the
+    GPU; None when neither side's share is known."""
 
     @property
     def within(self) -> bool:
@@ -248,7 +252,23 @@ def calibration_row(task: str, verdict: dict[str, Any]) -> CalibrationRow:
     gpu_s = (timing.get("phases_s") or {}).get("gpu_phase")
     share = gpu_s / eval_s if gpu_s is not None and eval_s else None
     return CalibrationRow(task, verdict.get("verdict", "?"), verdict.get("speedup_vs_eager"), eval_s, share,
-                          timing.get("peak_host_rss_mb"), timing.get("peak_gpu_mb"))
+                          timing.get("peak_host_rss_mb"), timing.get("peak_gpu_mb"), host_bound(timing))
+
+
+def host_bound(timing: dict) -> bool | None:
+    """Whether a verdict's candidate or eager call was host-bound, from ``timing.host_bound``
+    ({"candidate": share, "eager": share, "threshold": t}); None when no share is known."""
+    hb = timing.get("host_bound") if isinstance(timing, dict) else None
+    if not isinstance(hb, dict):
+        return None
+    t = hb.get("threshold")
+    def real(x) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+    shares = [x for x in (hb.get("candidate"), hb.get("eager")) if real(x)]
+    if not shares or not real(t):
+        return None
+    return any(x >= t for x in shares)
 
 
 def union_s(intervals: Iterable[Sequence[float]]) -> float:

@@ -761,7 +761,8 @@ class _Evaluation:
                                      eager.evaluator_ms_per_iter - eager.ms, compile_error,
                                      {"eager_iters": eager.n, "compile_iters": compiled.n if compiled else 0,
                                       "eager_warmup": eager.reply.get("warmup"),
-                                      "gap_ms": eager.gap_ms})
+                                      "gap_ms": eager.gap_ms,
+                                      "eager_issue_ms": eager.reply.get("issue_median_ms")})
             if cfg.use_baseline_cache and self.quiet:  # not quiet: for this verdict only
                 store.put(self.baseline)
             if self.baseline_claim is not None:
@@ -907,6 +908,13 @@ class _Evaluation:
                          "gap_curve": timing.valid_curve(t.reply.get("gap_curve")),
                          "harness_overhead_ms": overhead, "rotation_sets": len(rotation),
                          "warmup": t.reply.get("warmup")})
+        # how much of each side's GPU time the host spent issuing it (timing.HOST_BOUND): informative only, the
+        # candidate's own figure comes from its worker; eager's from a baseline cached before this was recorded
+        # is unknown (None)
+        eager_issue = (self.baseline.details or {}).get("eager_issue_ms")
+        v.timing["host_bound"] = {"candidate": timing.host_bound_share(t.reply.get("issue_median_ms"), t.gpu_median_ms),
+                                  "eager": timing.host_bound_share(eager_issue, self.baseline.eager_ms),
+                                  "threshold": timing.HOST_BOUND}
         return t
 
     def _candidate_attempt(self, rotation: list, first_step: int = 0) -> _Timed | None:

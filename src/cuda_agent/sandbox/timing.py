@@ -182,8 +182,10 @@ class L2Flusher:
         self.buf.zero_()
 
 
-def time_once(fn, inputs: list, flush: L2Flusher, after=None) -> tuple[float, float]:
-    """(gpu_ms, wall_ms) of one call. ``after(out)`` runs once the call is timed (the checksum)."""
+def time_once(fn, inputs: list, flush: L2Flusher, after=None, issue: list | None = None) -> tuple[float, float]:
+    """(gpu_ms, wall_ms) of one call. ``after(out)`` runs once the call is timed (the checksum). ``issue``: a list
+    the host's time to issue the call (ms, from before the start event to after the end event is recorded, no
+    sync) is appended to (see HOST_BOUND)."""
     flush()
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
     _synchronize()
@@ -191,6 +193,8 @@ def time_once(fn, inputs: list, flush: L2Flusher, after=None) -> tuple[float, fl
     start.record()
     out = fn(*inputs)
     end.record()
+    if issue is not None:
+        issue.append((_perf_counter() - t0) * 1e3)
     _synchronize()
     t1 = _perf_counter()
     if after is not None:
@@ -287,6 +291,24 @@ def gap_at(curve, gpu_ms: float, cap: float | None = None) -> float:
     return gap if cap is None else min(gap, cap)
 
 
+HOST_BOUND = 0.7
+"""A call whose host issue time (``time_once``'s ``issue``) is at least this share of its GPU time is host-bound:
+the GPU started idle (``time_once`` synchronizes first) and waited for the host to launch the call's kernels, so
+its events measure the host's launch rate as much as the GPU. On the H100 device the same launch-bound models
+(KernelBench L3_19, L3_23: hundreds of small kernels) ran 1.7-7.7 ms in fresh processes minutes apart and drifted
+by up to 2x inside one process, their launch time 0.74-1.04 of their GPU time throughout (RESULTS.md, Sandbox): no
+evaluation of such a call repeats to within a few percent on a host like that. An asynchronous GPU-bound call
+issues in microseconds: its share is near 0."""
+
+
+def host_bound_share(issue_ms, gpu_ms) -> float | None:
+    """The host's issue time over the GPU time of a call (medians), or None when either is not a positive
+    finite number (a worker that sent none, or a tampered reply). At or above HOST_BOUND: host-bound."""
+    ok = all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+             for x in (issue_ms, gpu_ms))
+    return round(issue_ms / gpu_ms, 3) if ok else None
+
+
 MIN_TIMED_CALLS = 3
 """Fewest timed calls of any measurement, however long the kernel (the median needs three)."""
 
@@ -337,16 +359,18 @@ def iteration_count(per_call_ms: float, rep_ms: float, min_iters: int, max_iters
 
 
 def run_timed(fn, ring: InputRing, flush: L2Flusher, n_iters: int, checksum: OutputChecksum | None = None) -> dict:
-    gpu, wall = [], []
+    gpu, wall, issue = [], [], []
     start_step = ring.step
     acc = torch.empty(n_iters, 2, dtype=torch.float64, device=checksum.device) if checksum is not None else None
     for i in range(n_iters):
         after = (lambda out, i=i: acc[i].copy_(checksum(out))) if checksum is not None else None
-        g, w = time_once(fn, ring.next(), flush, after)
+        g, w = time_once(fn, ring.next(), flush, after, issue)
         gpu.append(g)
         wall.append(w)
     res = {"gpu_ms": gpu, "wall_ms": wall, "n": n_iters,
            "gpu_median_ms": _median(gpu), "wall_median_ms": _median(wall)}
+    if issue:
+        res["issue_median_ms"] = _median(issue)
     if acc is not None:
         _synchronize()
         res["checksums"], res["start_step"] = acc.cpu().tolist(), start_step
