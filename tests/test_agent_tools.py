@@ -331,15 +331,21 @@ def test_verify_and_profile_replies_say_how_far_the_kernel_is_from_the_hardwares
     block = assess(gpu_name="NVIDIA H200", precision="fp32", work=Work(flops=0), input_bytes=4800 * 10**6,
                    param_bytes=0, output_bytes=0, ms=2.5, eager_ms=5.0, compile_ms=2.4390243).to_dict()
 
+    host = [{"candidate": 0.2, "eager": 0.1, "threshold": 0.7}, {"candidate": 0.96, "eager": 0.98, "threshold": 0.7}]
+
     def verifier(task, solution):
-        return Verdict(verdict="correct", ms=2.5, eager_ms=5.0, compile_ms=2.439, roofline=block)
+        return Verdict(verdict="correct", ms=2.5, eager_ms=5.0, compile_ms=2.439, roofline=block,
+                       timing={"host_bound": host.pop(0)})
 
     env = Environment(tiny_task(tmp_path), tmp_path / "run", config(tmp_path), verifier=verifier)
     r = env.execute("verify", {})
     assert ("headroom: at 40% of the H200 SXM's memory-bandwidth bound of 1 ms (eager: 20%, compile: 41%)"
             in r.output), r.output
+    assert "host-bound" not in r.output  # the GPU did not wait for the host
+    r = env.execute("verify", {})  # a host-bound call: said, with eager's share beside it
+    assert "host-bound: the host took 96% of your call's GPU time to launch it (eager: 98%)" in r.output, r.output
     assert "headroom, by kernel time per call: at 40%" in ProfileReport(roofline=block).table()
     assert "headroom" not in ProfileReport().table()
     skill = (env.workspace.root / "SKILL.md").read_text()
-    for must in ("headroom: at 38%", "memory-bandwidth", "sm_90a", "wgmma", "setmaxnreg", "TMA"):
+    for must in ("headroom: at 38%", "memory-bandwidth", "sm_90a", "wgmma", "setmaxnreg", "TMA", "host-bound:"):
         assert must in skill, must

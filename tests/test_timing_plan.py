@@ -605,6 +605,14 @@ def test_run_timed_reports_the_median_issue_time_and_the_host_bound_share_reads_
     assert timing.host_bound_share(1.8, 2.0) == 0.9 and timing.host_bound_share(0.1, 2.0) == 0.05
     for bad in ((None, 2.0), (1.0, 0.0), (True, 2.0), (float("nan"), 2.0), (1.0, float("inf")), ("1", 2.0)):
         assert timing.host_bound_share(*bad) is None, bad
+    line = timing.host_bound_line
+    assert line({"candidate": 0.7, "eager": None, "threshold": 0.7}).startswith(
+        "host-bound: the host took 70% of your call's GPU time to launch it. At 70% or more")
+    assert line({"candidate": None, "eager": 0.9, "threshold": 0.7}).startswith(
+        "host-bound: eager's launch took 90% of its GPU time.")
+    for quiet in (None, [], {"candidate": 0.69, "eager": 0.1, "threshold": 0.7}, {"candidate": 0.9},
+                  {"candidate": True, "threshold": 0.7}, {"candidate": 0.9, "threshold": True}):
+        assert line(quiet) is None, quiet
 
 
 def test_one_timed_call_flushes_then_records_two_timing_events_around_the_call_only(monkeypatch):

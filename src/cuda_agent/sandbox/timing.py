@@ -309,6 +309,27 @@ def host_bound_share(issue_ms, gpu_ms) -> float | None:
     return round(issue_ms / gpu_ms, 3) if ok else None
 
 
+def host_bound_line(block) -> str | None:
+    """One line for the agent and ``eval``'s summary when a verdict's ``timing.host_bound`` says the candidate's or
+    eager's call was host-bound, e.g. "host-bound: the host took 96% of your call's GPU time to launch it (eager:
+    98%) ..."; None otherwise (or for a block that is not one)."""
+    if not isinstance(block, dict):
+        return None
+    t = block.get("threshold")
+    shares = {k: block.get(k) for k in ("candidate", "eager")}
+    shares = {k: x for k, x in shares.items() if isinstance(x, (int, float)) and not isinstance(x, bool)}
+    if not isinstance(t, (int, float)) or isinstance(t, bool) or not any(x >= t for x in shares.values()):
+        return None
+    parts = []
+    if "candidate" in shares:
+        parts.append(f"the host took {shares['candidate']:.0%} of your call's GPU time to launch it")
+    if "eager" in shares:
+        parts.append(f"eager: {shares['eager']:.0%}" if parts else f"eager's launch took {shares['eager']:.0%} of its GPU time")
+    head = parts[0] + (f" ({parts[1]})" if len(parts) > 1 else "")
+    return (f"host-bound: {head}. At {t:.0%} or more the GPU waits for kernel launches, so the time follows the "
+            "host's speed and varies between runs; fewer, fused kernels (or one CUDA graph) remove that wait")
+
+
 MIN_TIMED_CALLS = 3
 """Fewest timed calls of any measurement, however long the kernel (the median needs three)."""
 

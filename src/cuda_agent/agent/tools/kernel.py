@@ -13,6 +13,7 @@ import time
 from ...sandbox import NoGpuError, build, check_solution, rejecting
 from ...sandbox.profiling import profile
 from ...sandbox.roofline import summary_line
+from ...sandbox.timing import host_bound_line
 from . import Tool, ToolResult, obj, truncate
 
 VERDICT_KEYS = ("verdict", "reasons", "flags", "rel_err", "max_abs_err", "tolerance", "num_trials", "ms", "eager_ms",
@@ -88,7 +89,8 @@ class Verify(Tool):
         note = env.record_verdict(v, fp, files, solution.path)
         body = json.dumps(trim_verdict(v), indent=1)
         headroom = summary_line(v.get("roofline"))
-        lines = [*notes, body, *([f"headroom: {headroom}"] if headroom else []), note]
+        host = host_bound_line((v.get("timing") or {}).get("host_bound"))
+        lines = [*notes, body, *([f"headroom: {headroom}"] if headroom else []), *([host] if host else []), note]
         return ToolResult("\n".join(lines), ok=verdict.ok, sandbox_s=took, verdict=v,
                           info={"fingerprint": fp})
 

@@ -88,6 +88,11 @@ def summarize(v) -> str:
     headroom = summary_line(v.roofline)
     if headroom:
         lines.append(f"headroom: {headroom}")
+    from ..timing import host_bound_line
+
+    host = host_bound_line((v.timing or {}).get("host_bound"))
+    if host:
+        lines.append(host)
     if v.rel_err is not None:
         lines.append(f"error: rel {v.rel_err:.2e} (tolerance {_fmt(v.tolerance, '.0e')})   max abs "
                      f"{_fmt(v.max_abs_err, '.2e')}   allclose(1e-2): {v.allclose_1e2}   trials: {v.num_trials}")
