@@ -343,7 +343,7 @@ def test_verify_and_profile_replies_say_how_far_the_kernel_is_from_the_hardwares
             in r.output), r.output
     assert "host-bound" not in r.output  # the GPU did not wait for the host
     r = env.execute("verify", {})  # a host-bound call: said, with eager's share beside it
-    assert "host-bound: the host took 96% of your call's GPU time to launch it (eager: 98%)" in r.output, r.output
+    assert "host-bound: the host took 96% of your call's GPU time to issue it (eager: 98%)" in r.output, r.output
     assert "headroom, by kernel time per call: at 40%" in ProfileReport(roofline=block).table()
     assert "headroom" not in ProfileReport().table()
     skill = (env.workspace.root / "SKILL.md").read_text()

@@ -160,11 +160,11 @@ def test_bench_calibrate_runs_each_tasks_own_model_resumes_and_refuses_to_mix(tm
     paths = write_report([run], tmp_path / "report")
     md = paths["markdown"].read_text()
     assert "## Calibration: run" in md and "within 1.00 ± 0.03 of eager" in md and "GPU phase share" in md
-    assert "| Host-bound |" in md
     assert "Calibration: run" in paths["html"].read_text()
     cal = json.loads(paths["summary"].read_text())["runs"][0]["calibration"]
     assert cal["tolerance"] == 0.03 and [t["task"] for t in cal["tasks"]] == ["L1_1", "L1_2"]
     assert all(t["eval_s"] > 0 and t["gpu_phase_share"] is not None for t in cal["tasks"])
+    assert all(t["host_bound"] in (True, False) for t in cal["tasks"])  # each row's verdict shares, reported
 
     # the command line: one of --solutions, --agent and --calibrate; a resume in another mode is refused
     common = ["bench", "--kernelbench", str(tmp_path / "kb"), "--levels", "1", "--no-progress"]

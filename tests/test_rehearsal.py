@@ -492,6 +492,27 @@ def test_timing_figures_that_are_not_numbers_are_a_tampered_reply(rehearse, monk
     assert "not finite numbers" in v.reasons[0], v.reasons
 
 
+@pytest.mark.parametrize("value", [10**400, "0.1"])
+def test_a_tampered_issue_time_is_no_figure_and_no_harness_error(rehearse, monkeypatch, value):
+    """The host's issue time (timing.host_bound) is informative only: what a candidate's worker sends there, an
+    int past any float or a string, leaves the candidate's share unknown. It neither raises (which would make a
+    harness_error of the verdict, and spare a cheat its rejection) nor moves the verdict."""
+    from cuda_agent.sandbox import process
+
+    real_request = process.WorkerProcess.request
+
+    def request(self, msg, timeout):
+        r = real_request(self, msg, timeout)
+        if msg["op"] == "time" and self.label == "candidate":
+            r["issue_median_ms"] = value
+        return r
+
+    monkeypatch.setattr(process.WorkerProcess, "request", request)
+    v = rehearse(HONEST)
+    assert v.verdict == "correct", (v.verdict, v.flags, v.reasons)
+    assert v.timing["host_bound"]["candidate"] is None and v.timing["host_bound"]["eager"] is not None, v.timing
+
+
 def test_a_candidate_slowed_once_by_the_host_is_timed_again_and_both_attempts_outputs_are_checked(rehearse,
                                                                                                     monkeypatch):
     """Load that comes and goes (other evaluations, builds) slows one timing request of an honest

@@ -263,6 +263,6 @@ def test_cuda_agent_evals_summary_has_the_headroom_line():
     assert "headroom: at 50% of the H200 SXM's memory-bandwidth bound of 1 ms (compile: 50%)" in text
     assert "headroom" not in summarize(Verdict(verdict="compile_error"))
     bound = {"host_bound": {"candidate": 0.5, "eager": 0.93, "threshold": 0.7}}  # eager alone host-bound: still said
-    assert "host-bound: the host took 50% of your call's GPU time to launch it (eager: 93%)" in \
+    assert "host-bound eager: its launch took 93% of its GPU time (yours: 50%)" in \
         summarize(Verdict(verdict="correct", ms=2.0, timing=bound))
     assert "host-bound" not in text

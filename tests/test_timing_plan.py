@@ -458,7 +458,7 @@ def test_the_gap_curve_times_spin_kernels_of_each_ladder_length_after_the_trivia
     monkeypatch.setattr(timing.torch.cuda, "_sleep", lambda c: cycles.append(c), raising=False)
     probes = iter([0.4, 0.1, 0.2])  # ms of the three 200k-cycle probes: the median (not the mean), 0.2 ms: 1 GHz
 
-    def time_once(fn, inputs, flush, after=None):
+    def time_once(fn, inputs, flush, after=None, issue=None):
         calls.append((inputs, flush, after))
         before = len(cycles)
         fn()
@@ -605,11 +605,19 @@ def test_run_timed_reports_the_median_issue_time_and_the_host_bound_share_reads_
     assert timing.host_bound_share(1.8, 2.0) == 0.9 and timing.host_bound_share(0.1, 2.0) == 0.05
     for bad in ((None, 2.0), (1.0, 0.0), (True, 2.0), (float("nan"), 2.0), (1.0, float("inf")), ("1", 2.0)):
         assert timing.host_bound_share(*bad) is None, bad
+    for huge in ((10**400, 2.0), (2.0, 10**400), (1e300, 1e-300), (1.0, 5e-324), (-1.0, 2.0)):  # a tampered reply
+        assert timing.host_bound_share(*huge) is None, huge
     line = timing.host_bound_line
     assert line({"candidate": 0.7, "eager": None, "threshold": 0.7}).startswith(
-        "host-bound: the host took 70% of your call's GPU time to launch it. At 70% or more")
-    assert line({"candidate": None, "eager": 0.9, "threshold": 0.7}).startswith(
-        "host-bound: eager's launch took 90% of its GPU time.")
+        "host-bound: the host took 70% of your call's GPU time to issue it. At 70% or more")
+    assert line({"candidate": 0.75, "eager": 0.2, "threshold": 0.7}).startswith(
+        "host-bound: the host took 75% of your call's GPU time to issue it (eager: 20%).")
+    # eager's alone: no advice on the agent's kernels, the speed-up's dependence on the host said
+    assert line({"candidate": None, "eager": 0.9, "threshold": 0.7}) == (
+        "host-bound eager: its launch took 90% of its GPU time, so eager's time, and with it your speed-up vs "
+        "eager, moves with the host's speed between runs")
+    assert line({"candidate": 0.02, "eager": 0.9, "threshold": 0.7}).startswith(
+        "host-bound eager: its launch took 90% of its GPU time (yours: 2%), so")
     for quiet in (None, [], {"candidate": 0.69, "eager": 0.1, "threshold": 0.7}, {"candidate": 0.9},
                   {"candidate": True, "threshold": 0.7}, {"candidate": 0.9, "threshold": True}):
         assert line(quiet) is None, quiet

@@ -911,7 +911,8 @@ class _Evaluation:
         # how much of each side's GPU time the host spent issuing it (timing.HOST_BOUND): informative only, the
         # candidate's own figure comes from its worker; eager's from a baseline cached before this was recorded
         # is unknown (None)
-        eager_issue = (self.baseline.details or {}).get("eager_issue_ms")
+        details = self.baseline.details if isinstance(self.baseline.details, dict) else {}  # (an imported set's)
+        eager_issue = details.get("eager_issue_ms")
         v.timing["host_bound"] = {"candidate": timing.host_bound_share(t.reply.get("issue_median_ms"), t.gpu_median_ms),
                                   "eager": timing.host_bound_share(eager_issue, self.baseline.eager_ms),
                                   "threshold": timing.HOST_BOUND}
