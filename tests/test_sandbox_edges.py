@@ -152,7 +152,7 @@ def test_run_timed_reports_medians_of_skewed_timings(monkeypatch):
 
 def test_the_trivial_gap_is_the_median_of_wall_minus_gpu(monkeypatch):
     pairs = iter([(1.0, 1.0 + d) for d in [0.02, 0.02, 0.03, 0.04, 5.0, 0.01, 0.03]] * 10)
-    monkeypatch.setattr(timing, "time_once", lambda fn, ins, flush, after=None: next(pairs))
+    monkeypatch.setattr(timing, "time_once", lambda fn, ins, flush, after=None, issue=None: next(pairs))
     assert timing.gap_curve(torch.device("cpu"), None, n=7)[0][1] == pytest.approx(0.03)
 
 
