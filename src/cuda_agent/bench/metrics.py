@@ -258,13 +258,13 @@ def calibration_row(task: str, verdict: dict[str, Any]) -> CalibrationRow:
 def host_bound(timing: dict) -> bool | None:
     """Whether a verdict's candidate or eager call was host-bound, from ``timing.host_bound``
     ({"candidate": share, "eager": share, "threshold": t}); None when no share is known."""
+    def real(x) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+
     hb = timing.get("host_bound") if isinstance(timing, dict) else None
     if not isinstance(hb, dict):
         return None
     t = hb.get("threshold")
-    def real(x) -> bool:
-        return isinstance(x, (int, float)) and not isinstance(x, bool)
-
     shares = [x for x in (hb.get("candidate"), hb.get("eager")) if real(x)]
     if not shares or not real(t):
         return None
