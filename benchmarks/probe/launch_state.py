@@ -20,7 +20,6 @@ torch.compile ran once. Per state: gpu ms (events), wall ms (host clock with a d
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import subprocess
@@ -34,12 +33,11 @@ def child(path: str, calls: int) -> dict:
     from cuda_agent.sandbox.guards import TorchOpGuard
     from cuda_agent.sandbox.timing import L2Flusher, time_once
     from cuda_agent.sandbox.worker import set_precision
+    from cuda_agent.tasks import load_task
 
     set_precision("fp32")
     torch.manual_seed(0)
-    spec = importlib.util.spec_from_file_location("task", path)
-    task = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(task)
+    task = load_task(path, validate=False).load_module()
     model = task.Model(*task.get_init_inputs()).cuda()
     inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
     flush = L2Flusher(torch.device("cuda"))

@@ -18,7 +18,6 @@ For each task, in one process, eager is timed (L2 flushed by a write of twice it
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -26,13 +25,7 @@ import sys
 import torch
 
 from cuda_agent.sandbox.timing import L2Flusher, time_once
-
-
-def load(path: str):
-    spec = importlib.util.spec_from_file_location("task", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from cuda_agent.tasks import load_task
 
 
 def timed(fn, inputs, flush, n: int) -> float:
@@ -74,7 +67,7 @@ def probe(path: str, free_gib: float, n: int) -> dict:
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
     torch.manual_seed(0)
-    task = load(path)
+    task = load_task(path, validate=False).load_module()
     model = task.Model(*task.get_init_inputs()).cuda()
     with torch.device("cuda"):
         inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
