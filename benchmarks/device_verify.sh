@@ -16,6 +16,8 @@
 #   train    - `cuda-agent train recipe --preset smoke` (needs the wheels in .whl/, see docs/train.md: carry
 #              ".whl"); with 2+ GPUs benchmarks/train_smoke.py runs the same recipe with the service timing on
 #              GPU 1 while training uses GPU 0, and a probe compares timings idle vs training
+#   train-baseline - (issue 17) the commit whose train smoke set the bar, run on this GPU (its tree carried in
+#              .cache/train_baseline; see the stage), to compare with `train` on the same card
 #   side-by-side - (issue 15) cached-baseline eval --calibrate vs KernelBench-style in-process eval, 6 real tasks
 #   confinement - (issue 20) a cached evaluation's cost with confinement on and off (carry .whl and KernelBench)
 #   rules    - (issue 16) the KernelBench-style corpus through bench under both rule sets, and the reports
@@ -167,6 +169,19 @@ case "$stage" in
     fi
     cp /tmp/train_smoke/summary.json /tmp/train_smoke/reward_curve.png "$OUT/" 2>/dev/null
     tar -czf "$OUT/train_report.tar.gz" -C /tmp/train_report . ;;
+  train-baseline)
+    # (issue 17) the recorded train smoke's own commit, run on this GPU beside `train`: its bar (-1 -> 2.0 -> 2.0)
+    # was set on an H200, and a figure on another card compares with this, not with the H200's. Prepare it here:
+    #   mkdir -p .cache/train_baseline && git archive c0420c4 | tar -x -C .cache/train_baseline   (carry .cache)
+    # It runs that commit's own `train` stage, with its own baseline cache, into $OUT/train_baseline.tar.gz
+    b=.cache/train_baseline
+    [ -f "$b/benchmarks/device_verify.sh" ] || { echo "train-baseline: no tree at $b (see the comment above)"; return 2; }
+    rm -rf "$b/.whl" && cp -r .whl "$b/" && sed -i 's#/tmp/ca_cache\b#/tmp/ca_cache_baseline#g' "$b/benchmarks/device_verify.sh"
+    mkdir -p /tmp/train_baseline_out
+    (cd "$b" && OUT=/tmp/train_baseline_out bash benchmarks/device_verify.sh train 2>&1 | tail -20)
+    tar -czf "$OUT/train_baseline.tar.gz" -C /tmp/train_baseline_out .
+    # back to this tree's package (the baseline's stage installed its own)
+    python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | grep -v WARNING ;;
   roofline)
     timeout "$T" python3 -m pytest -m gpu tests/gpu/test_roofline_gpu.py -v -s -p no:cacheprovider \
       > "$OUT/roofline_gpu.log" 2>&1
