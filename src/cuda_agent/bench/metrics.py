@@ -44,6 +44,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..sandbox.verdict import host_bound_shares
+
 PAPER_MARGIN = 1.05
 """The paper counts a kernel as faster than a baseline when it is more than 5% faster."""
 STRICT_MARGIN = 1.0
@@ -258,17 +260,11 @@ def calibration_row(task: str, verdict: dict[str, Any]) -> CalibrationRow:
 def host_bound(timing: dict) -> bool | None:
     """Whether a verdict's candidate or eager call was host-bound, from ``timing.host_bound``
     ({"candidate": share, "eager": share, "threshold": t}); None when no share is known."""
-    def real(x) -> bool:
-        return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-    hb = timing.get("host_bound") if isinstance(timing, dict) else None
-    if not isinstance(hb, dict):
+    parsed = host_bound_shares(timing.get("host_bound") if isinstance(timing, dict) else None)
+    if parsed is None or not parsed[0]:
         return None
-    t = hb.get("threshold")
-    shares = [x for x in (hb.get("candidate"), hb.get("eager")) if real(x)]
-    if not shares or not real(t):
-        return None
-    return any(x >= t for x in shares)
+    shares, t = parsed
+    return any(x >= t for x in shares.values())
 
 
 def union_s(intervals: Iterable[Sequence[float]]) -> float:

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from .gpu import rehearsal
+from .verdict import host_bound_shares
 
 _perf_counter = time.perf_counter
 _synchronize = torch.cuda.synchronize
@@ -317,13 +318,10 @@ def host_bound_line(block) -> str | None:
     """One line for the agent and ``eval``'s summary when a verdict's ``timing.host_bound`` says the candidate's or
     eager's call was host-bound, e.g. "host-bound: the host took 96% of your call's GPU time to issue it (eager:
     98%) ..."; None otherwise (or for a block that is not one)."""
-    if not isinstance(block, dict):
+    parsed = host_bound_shares(block)
+    if parsed is None or not any(x >= parsed[1] for x in parsed[0].values()):
         return None
-    t = block.get("threshold")
-    shares = {k: block.get(k) for k in ("candidate", "eager")}
-    shares = {k: x for k, x in shares.items() if isinstance(x, (int, float)) and not isinstance(x, bool)}
-    if not isinstance(t, (int, float)) or isinstance(t, bool) or not any(x >= t for x in shares.values()):
-        return None
+    shares, t = parsed
     mine = shares.get("candidate")
     eager = f"eager: {shares['eager']:.0%}" if "eager" in shares else None
     if mine is not None and mine >= t:

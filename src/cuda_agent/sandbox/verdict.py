@@ -108,3 +108,15 @@ class Verdict:
     def from_dict(cls, d: dict[str, Any]) -> "Verdict":
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def host_bound_shares(block) -> tuple[dict[str, float], float] | None:
+    """A verdict's ``timing.host_bound`` block read as ({side: share} for the sides, "candidate" and "eager", whose
+    share is a number, threshold); None for a block that is not one (not a dict, or no numeric threshold).
+    One reading for the agent's line (timing.host_bound_line) and the calibration report (bench.metrics)."""
+    def real(x) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+    if not isinstance(block, dict) or not real(block.get("threshold")):
+        return None
+    return {k: block[k] for k in ("candidate", "eager") if real(block.get(k))}, block["threshold"]
